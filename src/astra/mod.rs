@@ -1,0 +1,1 @@
+//! ASTRA-sim compatibility (being built).

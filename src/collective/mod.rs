@@ -1,0 +1,242 @@
+//! Collective communication costs (alpha-beta) on multi-dimensional topologies.
+//!
+//! This module owns: the [`Collective`] and [`Algorithm`] names, the per-dimension
+//! closed forms (one file per algorithm), and the composition across dimensions
+//! (hierarchical phases, chunk pipelining, Themis-style balancing).
+//!
+//! Size convention (nccl-tests): `size` is the buffer per NPU: the whole buffer for
+//! all-reduce, broadcast, reduce; the whole *output* for all-gather and gather; the whole
+//! *input* for reduce-scatter and scatter; the whole send buffer for all-to-all; the
+//! message for send/recv.
+//!
+//! The public entry point is [`time`]; it allocates nothing, so the estimate and sweep hot
+//! loops can call it millions of times per second.
+
+use crate::error::{Error, Result};
+use crate::network::Dim;
+use crate::units::{Bytes, Seconds};
+
+/// Maximum number of network dimensions a topology may have.
+pub const MAX_DIMS: usize = 8;
+
+/// A collective operation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Collective {
+    /// Every NPU ends with the sum of all buffers.
+    AllReduce,
+    /// Every NPU ends with 1/p of the sum.
+    ReduceScatter,
+    /// Every NPU ends with the concatenation of all 1/p pieces.
+    AllGather,
+    /// Every NPU sends a distinct 1/p of its buffer to every other.
+    AllToAll,
+    /// One root sends its buffer to all.
+    Broadcast,
+    /// All buffers are summed onto one root.
+    Reduce,
+    /// One root collects a 1/p piece from every NPU.
+    Gather,
+    /// One root sends a distinct 1/p piece to every NPU.
+    Scatter,
+    /// One NPU sends its buffer to one other.
+    SendRecv,
+}
+
+impl Collective {
+    /// Every collective, in display order.
+    pub const ALL: [Collective; 9] = [
+        Collective::AllReduce,
+        Collective::ReduceScatter,
+        Collective::AllGather,
+        Collective::AllToAll,
+        Collective::Broadcast,
+        Collective::Reduce,
+        Collective::Gather,
+        Collective::Scatter,
+        Collective::SendRecv,
+    ];
+
+    /// The command-line name (`all-reduce`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Collective::AllReduce => "all-reduce",
+            Collective::ReduceScatter => "reduce-scatter",
+            Collective::AllGather => "all-gather",
+            Collective::AllToAll => "all-to-all",
+            Collective::Broadcast => "broadcast",
+            Collective::Reduce => "reduce",
+            Collective::Gather => "gather",
+            Collective::Scatter => "scatter",
+            Collective::SendRecv => "send-recv",
+        }
+    }
+
+    /// Parses a name; `_` and `-` are interchangeable and case is ignored. Unknown names
+    /// get a did-you-mean.
+    pub fn parse(s: &str) -> Result<Collective> {
+        let norm = s.trim().to_ascii_lowercase().replace('_', "-");
+        let alias = match norm.as_str() {
+            "allreduce" => "all-reduce",
+            "reducescatter" => "reduce-scatter",
+            "allgather" => "all-gather",
+            "alltoall" | "all2all" => "all-to-all",
+            "sendrecv" | "send" | "recv" | "p2p" => "send-recv",
+            other => other,
+        };
+        Collective::ALL
+            .into_iter()
+            .find(|c| c.name() == alias)
+            .ok_or_else(|| {
+                let names: Vec<&str> = Collective::ALL.iter().map(|c| c.name()).collect();
+                Error::unknown("collective", s, &names)
+            })
+    }
+}
+
+/// The algorithm a dimension runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Algorithm {
+    /// Pick the fastest applicable algorithm per dimension.
+    Auto,
+    /// Ring (bandwidth-optimal, p−1 latency steps per pass).
+    Ring,
+    /// Direct: every NPU exchanges with every other at once.
+    Direct,
+    /// Recursive halving / doubling (Rabenseifner); recursive doubling handles p not a power of 2.
+    HalvingDoubling,
+    /// NCCL's double binary tree.
+    DoubleBinaryTree,
+    /// Parameter server: everyone pushes to one server and pulls back (incast at the server).
+    ParameterServer,
+    /// In-network reduction in the switch (SHARP, NVLS).
+    InNetwork,
+}
+
+impl Algorithm {
+    /// Every algorithm, in display order.
+    pub const ALL: [Algorithm; 7] = [
+        Algorithm::Auto,
+        Algorithm::Ring,
+        Algorithm::Direct,
+        Algorithm::HalvingDoubling,
+        Algorithm::DoubleBinaryTree,
+        Algorithm::ParameterServer,
+        Algorithm::InNetwork,
+    ];
+
+    /// The command-line name (`halving-doubling`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Algorithm::Auto => "auto",
+            Algorithm::Ring => "ring",
+            Algorithm::Direct => "direct",
+            Algorithm::HalvingDoubling => "halving-doubling",
+            Algorithm::DoubleBinaryTree => "double-binary-tree",
+            Algorithm::ParameterServer => "parameter-server",
+            Algorithm::InNetwork => "in-network",
+        }
+    }
+
+    /// Parses a name with did-you-mean.
+    pub fn parse(s: &str) -> Result<Algorithm> {
+        let norm = s.trim().to_ascii_lowercase().replace('_', "-");
+        let alias = match norm.as_str() {
+            "halvingdoubling" | "hd" | "rabenseifner" | "recursive-doubling" => "halving-doubling",
+            "tree" | "dbt" | "doublebinarytree" => "double-binary-tree",
+            "ps" | "parameterserver" => "parameter-server",
+            "sharp" | "nvls" | "innetwork" => "in-network",
+            other => other,
+        };
+        Algorithm::ALL
+            .into_iter()
+            .find(|a| a.name() == alias)
+            .ok_or_else(|| {
+                let names: Vec<&str> = Algorithm::ALL.iter().map(|a| a.name()).collect();
+                Error::unknown("algorithm", s, &names)
+            })
+    }
+}
+
+/// How phases of a multi-dimensional collective are scheduled.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Schedule {
+    /// Fixed order: reduce-scatter innermost → outermost, all-gather back.
+    #[default]
+    Baseline,
+    /// Themis-style (ISCA'22) greedy per-chunk ordering that balances the dimensions' load.
+    Themis,
+}
+
+/// Options of one collective evaluation.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Options {
+    /// Algorithm on every dimension (`Auto` picks per dimension).
+    pub algorithm: Algorithm,
+    /// Number of chunks the buffer is split into to pipeline phases across dimensions (≥ 1).
+    pub chunks: u32,
+    /// Phase scheduling across dimensions.
+    pub schedule: Schedule,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            algorithm: Algorithm::Auto,
+            chunks: 1,
+            schedule: Schedule::Baseline,
+        }
+    }
+}
+
+/// The time of one phase (one dimension's share of the collective).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Phase {
+    /// Index of the dimension this phase runs on.
+    pub dim: usize,
+    /// The collective this phase performs on that dimension (all-reduce becomes
+    /// reduce-scatter / all-reduce / all-gather phases).
+    pub op: Collective,
+    /// The algorithm it runs.
+    pub algorithm: Algorithm,
+    /// Bytes per NPU entering this phase (nccl-tests convention for `op`).
+    pub size: Bytes,
+    /// Latency part of its time (α terms).
+    pub latency: Seconds,
+    /// Bandwidth part of its time (β terms).
+    pub transfer: Seconds,
+}
+
+impl Phase {
+    /// Latency + transfer.
+    pub fn time(&self) -> Seconds {
+        self.latency + self.transfer
+    }
+}
+
+/// The cost of a collective: total time and the phases that make it up. Fixed-size, so it
+/// lives on the stack.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct CollectiveTime {
+    /// End-to-end time.
+    pub total: Seconds,
+    /// Number of valid entries in `phases`.
+    pub n_phases: usize,
+    /// The phases in execution order (first `n_phases` are valid).
+    pub phases: [Phase; 2 * MAX_DIMS],
+}
+
+impl CollectiveTime {
+    /// The valid phases.
+    pub fn phases(&self) -> &[Phase] {
+        &self.phases[..self.n_phases]
+    }
+}
+
+/// The time of `op` on `size` bytes per NPU spanning all of `dims` (a group of Π p_d NPUs).
+///
+/// Errors: an algorithm that does not apply (halving-doubling all-to-all, in-network on a
+/// ring), more than [`MAX_DIMS`] dimensions, a zero chunk count.
+pub fn time(op: Collective, size: Bytes, dims: &[Dim], opts: &Options) -> Result<CollectiveTime> {
+    let _ = (op, size, dims, opts);
+    Err(Error::Unsupported("collective model not built yet".into()))
+}

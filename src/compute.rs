@@ -1,0 +1,1 @@
+//! compute (being built).

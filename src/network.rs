@@ -1,0 +1,436 @@
+//! The network: a [`Topology`] is a list of [`Dim`]s, innermost (fastest) first, as in
+//! ASTRA-sim's `Ring_FullyConnected_Switch` with `npus_count [2, 4, 8]`. NPU ids are
+//! mixed-radix with dimension 0 varying fastest.
+//!
+//! Each dimension has a building block ([`DimKind`]), a size `p`, the NPU's injection
+//! bandwidth into that dimension `B` (bytes/s, one direction, summed over the NPU's links
+//! in that dimension) and a per-step latency `α`. A Switch may reduce in the network
+//! (SHARP / NVLS) and may be oversubscribed (its uplinks carry 1/k of the injection rate
+//! when every NPU sends across it at once).
+//!
+//! Two ways to write a topology:
+//! - on the command line: `ring(8, 100GB/s, 500ns) x switch(16, 50GB/s, 1us, in-network, oversub=2)`;
+//! - in TOML, as `[[network.dims]]` tables (see [`DimSpec`]).
+
+use crate::error::{Error, Result};
+use crate::units::{Bandwidth, Seconds, parse_bandwidth, parse_seconds, serde_units};
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// The building block of one network dimension.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DimKind {
+    /// A bidirectional ring: each NPU has one neighbour each way; B is split over the two
+    /// directions' links (B/2 each way on a ring of more than 2).
+    Ring,
+    /// Every NPU has a direct link to every other: B is spread over p−1 links.
+    FullyConnected,
+    /// Every NPU has one link of bandwidth B into a (non-blocking unless oversubscribed) switch.
+    Switch,
+}
+
+impl DimKind {
+    /// All kinds, for error messages.
+    pub const NAMES: [&'static str; 3] = ["ring", "fully_connected", "switch"];
+
+    /// Parses a kind name; accepts ASTRA-sim's spelling too (`FullyConnected`).
+    pub fn parse(s: &str) -> Result<DimKind> {
+        match s.to_ascii_lowercase().replace(['-', '_'], "").as_str() {
+            "ring" => Ok(DimKind::Ring),
+            "fullyconnected" | "fc" | "direct" => Ok(DimKind::FullyConnected),
+            "switch" | "sw" => Ok(DimKind::Switch),
+            _ => Err(Error::unknown("building block", s, &Self::NAMES)),
+        }
+    }
+
+    /// The name used in topology strings.
+    pub fn name(self) -> &'static str {
+        match self {
+            DimKind::Ring => "ring",
+            DimKind::FullyConnected => "fully_connected",
+            DimKind::Switch => "switch",
+        }
+    }
+
+    /// ASTRA-sim's spelling (`Ring`, `FullyConnected`, `Switch`).
+    pub fn astra_name(self) -> &'static str {
+        match self {
+            DimKind::Ring => "Ring",
+            DimKind::FullyConnected => "FullyConnected",
+            DimKind::Switch => "Switch",
+        }
+    }
+}
+
+/// One validated network dimension.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Dim {
+    /// Building block.
+    pub kind: DimKind,
+    /// Number of NPUs along this dimension (≥ 1).
+    pub size: u32,
+    /// Per-NPU injection bandwidth into this dimension, one direction.
+    pub bandwidth: Bandwidth,
+    /// Latency of one algorithm step (link + switch + software), α.
+    pub latency: Seconds,
+    /// The switch reduces in the network (SHARP, NVLS). Only valid on a Switch.
+    pub in_network: bool,
+    /// Oversubscription ratio k ≥ 1 of a Switch: under all-to-all load each NPU gets B/k.
+    pub oversubscription: f64,
+}
+
+impl Dim {
+    /// A dimension with no in-network reduction and no oversubscription.
+    pub fn new(kind: DimKind, size: u32, bandwidth: Bandwidth, latency: Seconds) -> Result<Dim> {
+        Dim {
+            kind,
+            size,
+            bandwidth,
+            latency,
+            in_network: false,
+            oversubscription: 1.0,
+        }
+        .validated("dimension")
+    }
+
+    /// Checks the invariants: size ≥ 1, bandwidth > 0 and finite, latency ≥ 0 and finite,
+    /// in-network only on a Switch, oversubscription ≥ 1. `what` names the source in errors.
+    pub fn validated(self, what: &str) -> Result<Dim> {
+        if self.size == 0 {
+            return Err(Error::input(what, "size must be at least 1"));
+        }
+        let b = self.bandwidth.get();
+        if !(b > 0.0 && b.is_finite()) {
+            return Err(Error::input(
+                what,
+                format!("bandwidth must be > 0, got {}", self.bandwidth),
+            ));
+        }
+        let l = self.latency.get();
+        if !(l >= 0.0 && l.is_finite()) {
+            return Err(Error::input(what, "latency must be ≥ 0 and finite"));
+        }
+        if self.in_network && self.kind != DimKind::Switch {
+            return Err(Error::input(
+                what,
+                format!(
+                    "in-network reduction needs a switch, not a {}",
+                    self.kind.name()
+                ),
+            ));
+        }
+        if !(self.oversubscription >= 1.0 && self.oversubscription.is_finite()) {
+            return Err(Error::input(what, "oversubscription must be ≥ 1"));
+        }
+        if self.oversubscription > 1.0 && self.kind != DimKind::Switch {
+            return Err(Error::input(
+                what,
+                "oversubscription applies to a switch only",
+            ));
+        }
+        Ok(self)
+    }
+}
+
+impl fmt::Display for Dim {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{}({}, {}, {}",
+            self.kind.name(),
+            self.size,
+            crate::units::plain(self.bandwidth.get(), "B/s"),
+            crate::units::plain(self.latency.get(), "s")
+        )?;
+        if self.in_network {
+            f.write_str(", in-network")?;
+        }
+        if self.oversubscription > 1.0 {
+            write!(f, ", oversub={}", self.oversubscription)?;
+        }
+        f.write_str(")")
+    }
+}
+
+/// A validated multi-dimensional topology, innermost dimension first.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Topology {
+    dims: Vec<Dim>,
+}
+
+impl Topology {
+    /// Builds a topology from validated dimensions; at least one is required.
+    pub fn new(dims: Vec<Dim>) -> Result<Topology> {
+        if dims.is_empty() {
+            return Err(Error::input("topology", "needs at least one dimension"));
+        }
+        Ok(Topology { dims })
+    }
+
+    /// The dimensions, innermost first.
+    pub fn dims(&self) -> &[Dim] {
+        &self.dims
+    }
+
+    /// Mutable access (for sweeps that vary bandwidths).
+    pub fn dims_mut(&mut self) -> &mut [Dim] {
+        &mut self.dims
+    }
+
+    /// Total number of NPUs: Π p_d.
+    pub fn npus(&self) -> u64 {
+        self.dims.iter().map(|d| d.size as u64).product()
+    }
+
+    /// Parses the command-line syntax:
+    /// `kind(size, bandwidth, latency[, in-network][, oversub=K]) x kind(...) x ...`.
+    /// Errors point at the 1-based column of the offending text.
+    pub fn parse(s: &str) -> Result<Topology> {
+        let mut dims = Vec::new();
+        let mut pos = 0usize;
+        for part in s.split(['x', '×']) {
+            let start = pos;
+            pos += part.len()
+                + if s[pos + part.len()..].starts_with('×') {
+                    '×'.len_utf8()
+                } else {
+                    1
+                };
+            if part.trim().is_empty() && s.trim().is_empty() {
+                return Err(Error::input(
+                    "topology",
+                    "empty; expected e.g. 'ring(8, 100GB/s, 500ns)'",
+                ));
+            }
+            dims.push(parse_dim(s, part, start)?);
+        }
+        Topology::new(dims)
+    }
+
+    /// Builds a topology from TOML-mirror specs, naming `network.dims[i]` in errors.
+    pub fn from_specs(specs: &[DimSpec]) -> Result<Topology> {
+        let dims = specs
+            .iter()
+            .enumerate()
+            .map(|(i, d)| d.to_dim(&format!("network.dims[{i}]")))
+            .collect::<Result<Vec<_>>>()?;
+        Topology::new(dims)
+    }
+
+    /// The TOML-mirror specs of this topology (for `show` and round trips).
+    pub fn to_specs(&self) -> Vec<DimSpec> {
+        self.dims.iter().map(DimSpec::from).collect()
+    }
+}
+
+impl fmt::Display for Topology {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, d) in self.dims.iter().enumerate() {
+            if i > 0 {
+                f.write_str(" x ")?;
+            }
+            write!(f, "{d}")?;
+        }
+        Ok(())
+    }
+}
+
+fn col_err(full: &str, col: usize, msg: impl fmt::Display) -> Error {
+    Error::input(
+        "topology",
+        format!(
+            "{msg} at column {}: '{full}'; expected e.g. 'ring(8, 100GB/s, 500ns) x switch(4, 50GB/s, 1us)'",
+            full[..col.min(full.len())].chars().count() + 1
+        ),
+    )
+}
+
+/// Parses one `kind(size, bw, lat, opts…)` starting at byte `off` of `full`.
+fn parse_dim(full: &str, part: &str, off: usize) -> Result<Dim> {
+    let lead = part.len() - part.trim_start().len();
+    let p = part.trim();
+    let open = p.find('(').ok_or_else(|| {
+        col_err(
+            full,
+            off + lead,
+            "expected 'kind(size, bandwidth, latency)'",
+        )
+    })?;
+    let kind = DimKind::parse(p[..open].trim()).map_err(|e| col_err(full, off + lead, e))?;
+    if !p.ends_with(')') {
+        return Err(col_err(full, off + lead + p.len(), "missing ')'"));
+    }
+    let inner = &p[open + 1..p.len() - 1];
+    let mut args = Vec::new();
+    let mut at = off + lead + open + 1;
+    for a in inner.split(',') {
+        args.push((a.trim(), at + (a.len() - a.trim_start().len())));
+        at += a.len() + 1;
+    }
+    if args.len() < 3 {
+        return Err(col_err(
+            full,
+            off + lead + p.len() - 1,
+            format!("{}() needs size, bandwidth and latency", kind.name()),
+        ));
+    }
+    let size: u32 = args[0].0.parse().ok().filter(|&n| n >= 1).ok_or_else(|| {
+        col_err(
+            full,
+            args[0].1,
+            format!("size '{}' is not a whole number ≥ 1", args[0].0),
+        )
+    })?;
+    let bandwidth =
+        parse_bandwidth("bandwidth", args[1].0).map_err(|e| col_err(full, args[1].1, e))?;
+    let latency = parse_seconds("latency", args[2].0).map_err(|e| col_err(full, args[2].1, e))?;
+    let mut dim = Dim {
+        kind,
+        size,
+        bandwidth,
+        latency,
+        in_network: false,
+        oversubscription: 1.0,
+    };
+    for &(opt, c) in &args[3..] {
+        match opt.split_once('=').map(|(k, v)| (k.trim(), v.trim())) {
+            None if matches!(opt, "in-network" | "in_network" | "innetwork" | "sharp") => {
+                dim.in_network = true
+            }
+            Some(("oversub" | "oversubscription", v)) => {
+                dim.oversubscription =
+                    v.parse()
+                        .ok()
+                        .filter(|k: &f64| k.is_finite())
+                        .ok_or_else(|| {
+                            col_err(full, c, format!("oversubscription '{v}' is not a number"))
+                        })?
+            }
+            _ => {
+                return Err(col_err(
+                    full,
+                    c,
+                    format!("unknown option '{opt}' (expected 'in-network' or 'oversub=K')"),
+                ));
+            }
+        }
+    }
+    dim.validated("topology")
+        .map_err(|e| col_err(full, off + lead, e))
+}
+
+/// The TOML form of one dimension (`[[network.dims]]`), before validation.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DimSpec {
+    /// `ring`, `fully_connected` or `switch`.
+    pub kind: DimKind,
+    /// NPUs along this dimension.
+    pub size: u32,
+    /// Per-NPU injection bandwidth, one direction, e.g. "450 GB/s".
+    #[serde(with = "serde_units::bandwidth")]
+    pub bandwidth: Bandwidth,
+    /// Per-step latency, e.g. "500 ns".
+    #[serde(with = "serde_units::seconds")]
+    pub latency: Seconds,
+    /// In-network reduction on a switch (SHARP / NVLS).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub in_network: bool,
+    /// Oversubscription ratio of a switch (≥ 1).
+    #[serde(default = "one", skip_serializing_if = "is_one")]
+    pub oversubscription: f64,
+}
+
+fn one() -> f64 {
+    1.0
+}
+fn is_one(v: &f64) -> bool {
+    *v == 1.0
+}
+
+impl DimSpec {
+    /// Validates into a [`Dim`], naming `what` in errors.
+    pub fn to_dim(&self, what: &str) -> Result<Dim> {
+        Dim {
+            kind: self.kind,
+            size: self.size,
+            bandwidth: self.bandwidth,
+            latency: self.latency,
+            in_network: self.in_network,
+            oversubscription: self.oversubscription,
+        }
+        .validated(what)
+    }
+}
+
+impl From<&Dim> for DimSpec {
+    fn from(d: &Dim) -> DimSpec {
+        DimSpec {
+            kind: d.kind,
+            size: d.size,
+            bandwidth: d.bandwidth,
+            latency: d.latency,
+            in_network: d.in_network,
+            oversubscription: d.oversubscription,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_two_dims() {
+        let t = Topology::parse("ring(4, 200GB/s, 0.5us) x switch(8, 50GB/s, 1us)").unwrap();
+        assert_eq!(t.dims().len(), 2);
+        assert_eq!(t.npus(), 32);
+        assert_eq!(t.dims()[0].kind, DimKind::Ring);
+        assert_eq!(t.dims()[1].bandwidth.get(), 50e9);
+        assert!((t.dims()[0].latency.get() - 5e-7).abs() < 1e-18);
+    }
+
+    #[test]
+    fn parses_options_and_round_trips() {
+        let s = "switch(8, 450GB/s, 1us, in-network, oversub=2)";
+        let t = Topology::parse(s).unwrap();
+        assert!(t.dims()[0].in_network);
+        assert_eq!(t.dims()[0].oversubscription, 2.0);
+        let again = Topology::parse(&t.to_string()).unwrap();
+        assert_eq!(t, again);
+    }
+
+    #[test]
+    fn errors_point_at_column() {
+        let e = Topology::parse("ring(8, 100GB/s, 500ns) x swich(8, 1GB/s, 1us)").unwrap_err();
+        let m = e.to_string();
+        assert!(m.contains("column 27"), "{m}");
+        assert!(m.contains("did you mean 'switch'"), "{m}");
+        let e = Topology::parse("ring(8, 0GB/s, 500ns)")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("bandwidth must be > 0"), "{e}");
+        assert!(Topology::parse("ring(8, 100GB/s)").is_err());
+        assert!(Topology::parse("ring(8, 100GB/s, 5)").is_err());
+        assert!(Topology::parse("").is_err());
+        assert!(Topology::parse("ring(8, 1GB/s, 1ns, in-network)").is_err());
+    }
+
+    #[test]
+    fn toml_form_denies_unknown_keys() {
+        #[derive(Deserialize)]
+        struct N {
+            #[allow(dead_code)]
+            dims: Vec<DimSpec>,
+        }
+        let ok =
+            "[[dims]]\nkind = \"ring\"\nsize = 8\nbandwidth = \"100 GB/s\"\nlatency = \"500 ns\"\n";
+        assert!(toml::from_str::<N>(ok).is_ok());
+        let bad = ok.replace("latency", "latncy");
+        let e = toml::from_str::<N>(&bad).err().unwrap().to_string();
+        assert!(e.contains("latncy"), "{e}");
+        let bare = ok.replace("\"100 GB/s\"", "100");
+        assert!(toml::from_str::<N>(&bare).is_err());
+    }
+}

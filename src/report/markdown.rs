@@ -1,0 +1,39 @@
+//! GitHub-flavoured Markdown tables, human units in the cells.
+
+use super::{Exporter, Report};
+use crate::error::Result;
+
+/// Renders each table as a Markdown table under a `###` title.
+pub struct MarkdownExporter;
+
+impl Exporter for MarkdownExporter {
+    fn render(&self, r: &Report) -> Result<String> {
+        let mut out = String::new();
+        for t in &r.tables {
+            if !t.title.is_empty() {
+                out.push_str(&format!("### {}\n\n", t.title));
+            }
+            let head: Vec<&str> = t.columns.iter().map(|c| c.header.as_str()).collect();
+            out.push_str(&format!("| {} |\n", head.join(" | ")));
+            out.push_str(&format!("|{}\n", "---|".repeat(head.len())));
+            for row in &t.rows {
+                let cells: Vec<String> =
+                    row.iter().map(|c| c.human().replace('|', "\\|")).collect();
+                out.push_str(&format!("| {} |\n", cells.join(" | ")));
+            }
+            out.push('\n');
+        }
+        for n in &r.notes {
+            out.push_str(&format!("- {n}\n"));
+        }
+        if !r.explain.is_empty() {
+            out.push_str("\n```text\n");
+            for e in &r.explain {
+                out.push_str(e);
+                out.push('\n');
+            }
+            out.push_str("```\n");
+        }
+        Ok(out)
+    }
+}
