@@ -1,1 +1,0 @@
-//! sweep (being built).
