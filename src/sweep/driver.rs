@@ -98,14 +98,12 @@ pub struct RunOptions {
 
 const BLOCK: u64 = 1 << 16;
 
+/// Receives every outcome in index order.
+pub type Sink<'a, T> = &'a mut dyn FnMut(u64, &Outcome<T>);
+
 /// Evaluates `eval(i)` for every `i` in `0..n`. `sink`, when given, receives every
 /// outcome in index order (used to stream `--all` to a file).
-pub fn run<T, F>(
-    n: u64,
-    opts: RunOptions,
-    eval: F,
-    mut sink: Option<&mut dyn FnMut(u64, &Outcome<T>)>,
-) -> RunResult<T>
+pub fn run<T, F>(n: u64, opts: RunOptions, eval: F, mut sink: Option<Sink<'_, T>>) -> RunResult<T>
 where
     T: Copy + Send + Sync,
     F: Fn(u64) -> Outcome<T> + Sync,
@@ -180,7 +178,7 @@ mod tests {
     fn synthetic(i: u64) -> Outcome<u64> {
         // A deterministic pseudo-random objective with many ties, and some drops.
         let h = i.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 40;
-        if h % 7 == 0 {
+        if h.is_multiple_of(7) {
             return Outcome::Dropped((h % 3) as usize);
         }
         let key = (h % 1000) as f64;

@@ -64,11 +64,9 @@ impl<T> TopK<T> {
         }
         if self.heap.len() < self.k {
             self.heap.push(e);
-        } else if let Some(worst) = self.heap.peek() {
-            if e < *worst {
-                self.heap.pop();
-                self.heap.push(e);
-            }
+        } else if self.heap.peek().is_some_and(|worst| e < *worst) {
+            self.heap.pop();
+            self.heap.push(e);
         }
     }
 
