@@ -12,9 +12,22 @@
 //! The public entry point is [`time`]; it allocates nothing, so the estimate and sweep hot
 //! loops can call it millions of times per second.
 
+mod compose;
+pub mod cost;
+pub mod direct;
+pub mod explain;
+pub mod halving_doubling;
+pub mod in_network;
+pub mod parameter_server;
+pub mod ring;
+mod themis;
+pub mod tree;
+
+pub use cost::Cost;
+
 use crate::error::{Error, Result};
 use crate::network::Dim;
-use crate::units::{Bytes, Seconds};
+use crate::units::{Bandwidth, Bytes, Seconds};
 
 /// Maximum number of network dimensions a topology may have.
 pub const MAX_DIMS: usize = 8;
@@ -234,9 +247,127 @@ impl CollectiveTime {
 
 /// The time of `op` on `size` bytes per NPU spanning all of `dims` (a group of Π p_d NPUs).
 ///
+/// Dimensions of size 1 are skipped; a group of one costs exactly zero. The composition
+/// across dimensions (hierarchical phases, chunk pipelining, Themis balancing) is described
+/// in `compose.rs`; the per-dimension closed forms in the algorithm files.
+///
 /// Errors: an algorithm that does not apply (halving-doubling all-to-all, in-network on a
-/// ring), more than [`MAX_DIMS`] dimensions, a zero chunk count.
+/// ring), more than [`MAX_DIMS`] dimensions, a zero chunk count, a negative size.
 pub fn time(op: Collective, size: Bytes, dims: &[Dim], opts: &Options) -> Result<CollectiveTime> {
-    let _ = (op, size, dims, opts);
-    Err(Error::Unsupported("collective model not built yet".into()))
+    compose::time(op, size, dims, opts)
+}
+
+/// The cost of `op` on one dimension with algorithm `alg` (not `Auto`).
+pub fn dim_cost(op: Collective, alg: Algorithm, dim: &Dim) -> Result<Cost> {
+    match alg {
+        Algorithm::Ring => ring::cost(op, dim),
+        Algorithm::Direct => direct::cost(op, dim),
+        Algorithm::HalvingDoubling => halving_doubling::cost(op, dim),
+        Algorithm::DoubleBinaryTree => tree::cost(op, dim),
+        Algorithm::ParameterServer => parameter_server::cost(op, dim),
+        Algorithm::InNetwork => in_network::cost(op, dim),
+        Algorithm::Auto => Err(Error::Internal(
+            "dim_cost needs a concrete algorithm; use select()".into(),
+        )),
+    }
+}
+
+/// The algorithm `alg` resolves to for `op` on `dim` with `size` bytes, and its cost.
+/// `Auto` tries every algorithm that applies and keeps the fastest (ties go to the earlier
+/// one in [`Algorithm::ALL`]).
+pub fn select(op: Collective, alg: Algorithm, dim: &Dim, size: Bytes) -> Result<(Algorithm, Cost)> {
+    if alg != Algorithm::Auto {
+        return dim_cost(op, alg, dim).map(|c| (alg, c));
+    }
+    let mut best: Option<(Algorithm, Cost, Seconds)> = None;
+    for a in &Algorithm::ALL[1..] {
+        if let Ok(c) = dim_cost(op, *a, dim) {
+            let t = c.time(dim, size);
+            if best.is_none_or(|(_, _, bt)| t < bt) {
+                best = Some((*a, c, t));
+            }
+        }
+    }
+    best.map(|(a, c, _)| (a, c))
+        .ok_or_else(|| Error::Internal(format!("no algorithm applies to {}", op.name())))
+}
+
+/// nccl-tests bus-bandwidth factor for `op` on a group of `p` NPUs
+/// (nccl-tests `doc/PERFORMANCE.md`): 2(p−1)/p for all-reduce; (p−1)/p for reduce-scatter,
+/// all-gather, all-to-all, gather and scatter; 1 for broadcast, reduce and send/recv.
+pub fn busbw_factor(op: Collective, p: u64) -> f64 {
+    let pf = p as f64;
+    if p <= 1 {
+        return 1.0;
+    }
+    match op {
+        Collective::AllReduce => 2.0 * (pf - 1.0) / pf,
+        Collective::ReduceScatter
+        | Collective::AllGather
+        | Collective::AllToAll
+        | Collective::Gather
+        | Collective::Scatter => (pf - 1.0) / pf,
+        Collective::Broadcast | Collective::Reduce | Collective::SendRecv => 1.0,
+    }
+}
+
+/// nccl-tests algorithm bandwidth n / T and bus bandwidth n / T · factor; both zero for a
+/// zero time (a group of one).
+pub fn bandwidths(op: Collective, size: Bytes, p: u64, t: Seconds) -> (Bandwidth, Bandwidth) {
+    if t.get() <= 0.0 {
+        return (Bandwidth::ZERO, Bandwidth::ZERO);
+    }
+    let alg = size / t;
+    (alg, alg * busbw_factor(op, p))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::network::DimKind;
+    use approx::assert_relative_eq;
+
+    fn ring8() -> Dim {
+        Dim::new(DimKind::Ring, 8, Bandwidth::new(1e11), Seconds::new(500e-9)).unwrap()
+    }
+
+    #[test]
+    fn acceptance_example() {
+        let t = time(
+            Collective::AllReduce,
+            Bytes::new(1e9),
+            &[ring8()],
+            &Options::default(),
+        )
+        .unwrap();
+        let expect = 2.0 * 7.0 * 500e-9 + 2.0 * 7.0 / 8.0 * 1e9 / 1e11;
+        assert_relative_eq!(t.total.get(), expect, max_relative = 1e-12);
+        assert_eq!(t.phases()[0].algorithm, Algorithm::Ring);
+        let (_, bus) = bandwidths(Collective::AllReduce, Bytes::new(1e9), 8, t.total);
+        assert_relative_eq!(bus.get(), 1e9 / expect * 1.75, max_relative = 1e-12);
+        assert!((bus.get() / 1e9 - 99.96).abs() < 0.005);
+    }
+
+    #[test]
+    fn two_dim_all_reduce_phases() {
+        // ring(4, 200GB/s, 0.5us) x switch(8, 50GB/s, 1us), ring everywhere, n = 1 GB:
+        // RS on ring 4 with n, AR on switch 8 with n/4, AG on ring 4 with n.
+        let r = Dim::new(
+            DimKind::Ring,
+            4,
+            Bandwidth::new(200e9),
+            Seconds::new(0.5e-6),
+        )
+        .unwrap();
+        let s = Dim::new(DimKind::Switch, 8, Bandwidth::new(50e9), Seconds::new(1e-6)).unwrap();
+        let o = Options {
+            algorithm: Algorithm::Ring,
+            ..Options::default()
+        };
+        let t = time(Collective::AllReduce, Bytes::new(1e9), &[r, s], &o).unwrap();
+        let rs = 3.0 * 0.5e-6 + 0.75 * 1e9 / 200e9;
+        let ar = 14.0 * 1e-6 + 2.0 * 7.0 / 8.0 * 0.25e9 / 50e9;
+        assert_eq!(t.n_phases, 3);
+        assert_relative_eq!(t.total.get(), 2.0 * rs + ar, max_relative = 1e-12);
+    }
 }

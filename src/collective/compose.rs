@@ -1,0 +1,211 @@
+//! Composition of per-dimension costs into a multi-dimensional collective, without
+//! allocating (fixed arrays of [`MAX_DIMS`]).
+//!
+//! **Phases** (hierarchical, as ASTRA-sim's baseline and Themis, ISCA'22 §2). With the
+//! dimensions of size > 1 in order d₁..d_k (innermost first), P = Π p, and n the
+//! nccl-tests size:
+//! - all-reduce: reduce-scatter on d₁ with n, on d₂ with n/p₁, …, on d_{k−1}; all-reduce
+//!   on d_k with n/(p₁⋯p_{k−1}); all-gather back on d_{k−1} … d₁ (output n/(p₁⋯p_{k−2}), …,
+//!   n). The middle all-reduce costs the same as reduce-scatter + all-gather for ring,
+//!   direct and halving-doubling, and lets a tree or in-network reduction run on the
+//!   outermost dimension (as NCCL does across nodes).
+//! - reduce-scatter: on d₁ … d_k with inputs n, n/p₁, n/(p₁p₂), …; all-gather the reverse.
+//! - all-to-all, send/recv: the whole n on every dimension in turn (d₁ … d_k).
+//! - broadcast: n on d_k first, then inwards; reduce: n on d₁ first, then outwards.
+//! - gather: on d₁ … d_k with outputs n·p₁/P, n·p₁p₂/P, …, n; scatter the reverse.
+//!
+//! **Chunks** (C = `Options::chunks`, m = n/C): a chunk flows through the phases; the
+//! pipeline's bottleneck is the busiest dimension (a dimension's reduce-scatter and
+//! all-gather phases share its links):
+//! T = Σ_s t_s(m) + (C−1) · max_d Σ_{s on d} t_s(m). This is DESIGN.md's
+//! Σ_phases t(n/C) + (C−1)·max_phase t(n/C) with "phase" read as a dimension's share; the
+//! two agree whenever each dimension carries one phase. C = 1 gives Σ_s t_s(n).
+//!
+//! **Themis** (`Schedule::Themis`, Rashidi et al. ISCA'22): for all-reduce, reduce-scatter
+//! and all-gather each chunk picks its own dimension order: the dimensions sorted by the
+//! busy time L_d accumulated by earlier chunks, least loaded first (the first dimension of
+//! a reduce-scatter moves the most bytes), ties by index; all-reduce runs reduce-scatter
+//! over all dimensions then all-gather in reverse. With t_{c,d} the time chunk c spends on
+//! dimension d: T = Σ_s t_s(chunk 1) + max_d Σ_{c=2}^{C} t_{c,d}. Chunk 1 sees no load and
+//! takes the baseline order, so with identical orders this is the baseline formula; as C
+//! grows T tends to max_d (bytes through d / B_d) plus latency, the bandwidth bound.
+//! Other collectives move the same bytes through every dimension in any order, so Themis
+//! equals the baseline for them.
+
+use super::{Algorithm, Collective, CollectiveTime, MAX_DIMS, Options, Phase, Schedule};
+use crate::error::{Error, Result};
+use crate::network::Dim;
+use crate::units::{Bytes, Seconds};
+
+/// One phase of the plan: collective `op` on dimension `dim` with `frac · n` bytes.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Slot {
+    pub dim: usize,
+    pub op: Collective,
+    pub frac: f64,
+}
+
+pub(super) const EMPTY_SLOT: Slot = Slot {
+    dim: 0,
+    op: Collective::SendRecv,
+    frac: 0.0,
+};
+
+/// The phases of `op` over the dimensions `order` (indices into `dims`, all of size > 1).
+/// `split_all_reduce` makes all-reduce reduce-scatter everywhere then all-gather (Themis).
+pub(super) fn plan(
+    op: Collective,
+    dims: &[Dim],
+    order: &[usize],
+    split_all_reduce: bool,
+    out: &mut [Slot; 2 * MAX_DIMS],
+) -> usize {
+    let k = order.len();
+    let total: f64 = order.iter().map(|&d| dims[d].size as f64).product();
+    // prefix[i] = Π_{j<i} p_{order[j]}
+    let mut prefix = [1.0f64; MAX_DIMS + 1];
+    for (i, &d) in order.iter().enumerate() {
+        prefix[i + 1] = prefix[i] * dims[d].size as f64;
+    }
+    let mut n = 0;
+    let mut push = |dim: usize, op: Collective, frac: f64| {
+        out[n] = Slot { dim, op, frac };
+        n += 1;
+    };
+    use Collective::*;
+    match op {
+        AllReduce | ReduceScatter => {
+            let rs = if op == AllReduce && !split_all_reduce {
+                k - 1
+            } else {
+                k
+            };
+            for i in 0..rs {
+                push(order[i], ReduceScatter, 1.0 / prefix[i]);
+            }
+            if op == AllReduce {
+                if rs < k {
+                    push(order[k - 1], AllReduce, 1.0 / prefix[k - 1]);
+                }
+                for i in (0..rs).rev() {
+                    push(order[i], AllGather, 1.0 / prefix[i]);
+                }
+            }
+        }
+        AllGather => (0..k)
+            .rev()
+            .for_each(|i| push(order[i], AllGather, 1.0 / prefix[i])),
+        AllToAll | SendRecv | Reduce => order.iter().for_each(|&d| push(d, op, 1.0)),
+        Broadcast => order.iter().rev().for_each(|&d| push(d, op, 1.0)),
+        Gather => (0..k).for_each(|i| push(order[i], op, prefix[i + 1] / total)),
+        Scatter => (0..k)
+            .rev()
+            .for_each(|i| push(order[i], op, prefix[i + 1] / total)),
+    }
+    n
+}
+
+/// Checks the arguments and collects the dimensions of size > 1, innermost first.
+fn active_dims(size: Bytes, dims: &[Dim], opts: &Options) -> Result<([usize; MAX_DIMS], usize)> {
+    if dims.len() > MAX_DIMS {
+        return Err(Error::input(
+            "topology",
+            format!(
+                "{} dimensions; at most {MAX_DIMS} are supported",
+                dims.len()
+            ),
+        ));
+    }
+    if opts.chunks == 0 {
+        return Err(Error::input("--chunks", "must be at least 1"));
+    }
+    if !(size.get() >= 0.0 && size.get().is_finite()) {
+        return Err(Error::input("--size", "must be a finite size ≥ 0"));
+    }
+    let mut order = [0usize; MAX_DIMS];
+    let mut k = 0;
+    for (i, d) in dims.iter().enumerate() {
+        if d.size > 1 {
+            order[k] = i;
+            k += 1;
+        }
+    }
+    Ok((order, k))
+}
+
+pub(super) const EMPTY_PHASE: Phase = Phase {
+    dim: 0,
+    op: Collective::SendRecv,
+    algorithm: Algorithm::Auto,
+    size: Bytes::ZERO,
+    latency: Seconds::ZERO,
+    transfer: Seconds::ZERO,
+};
+
+/// Evaluates one slot on a chunk of `m` bytes; names the dimension in errors.
+pub(super) fn eval(s: &Slot, dims: &[Dim], alg: Algorithm, m: Bytes) -> Result<Phase> {
+    let d = &dims[s.dim];
+    let size = m * s.frac;
+    let (algorithm, c) = super::select(s.op, alg, d, size).map_err(|e| match e {
+        Error::Unsupported(msg) => Error::Unsupported(format!("dimension {} ({d}): {msg}", s.dim)),
+        other => other,
+    })?;
+    Ok(Phase {
+        dim: s.dim,
+        op: s.op,
+        algorithm,
+        size,
+        latency: c.latency(d),
+        transfer: c.transfer(size),
+    })
+}
+
+/// See the module documentation.
+pub(super) fn time(
+    op: Collective,
+    size: Bytes,
+    dims: &[Dim],
+    opts: &Options,
+) -> Result<CollectiveTime> {
+    let (order, k) = active_dims(size, dims, opts)?;
+    let mut out = CollectiveTime {
+        total: Seconds::ZERO,
+        n_phases: 0,
+        phases: [EMPTY_PHASE; 2 * MAX_DIMS],
+    };
+    if k == 0 {
+        return Ok(out);
+    }
+    let themis = opts.schedule == Schedule::Themis
+        && opts.chunks > 1
+        && k > 1
+        && matches!(
+            op,
+            Collective::AllReduce | Collective::ReduceScatter | Collective::AllGather
+        );
+    if themis {
+        super::themis::time(op, size, dims, &order[..k], opts, &mut out)?;
+        return Ok(out);
+    }
+    let mut slots = [EMPTY_SLOT; 2 * MAX_DIMS];
+    let ns = plan(op, dims, &order[..k], false, &mut slots);
+    let c = opts.chunks as f64;
+    let m = size / c;
+    let mut busy = [Seconds::ZERO; MAX_DIMS];
+    let mut sum = Seconds::ZERO;
+    for (i, s) in slots[..ns].iter().enumerate() {
+        let ph = eval(s, dims, opts.algorithm, m)?;
+        sum += ph.time();
+        busy[s.dim] += ph.time();
+        out.phases[i] = Phase {
+            size: ph.size * c,
+            latency: ph.latency * c,
+            transfer: ph.transfer * c,
+            ..ph
+        };
+    }
+    let bottleneck = busy.iter().fold(Seconds::ZERO, |a, &b| a.max(b));
+    out.n_phases = ns;
+    out.total = sum + bottleneck * (c - 1.0);
+    Ok(out)
+}
