@@ -1,1 +1,191 @@
-//! catalog (being built).
+//! The built-in catalog: model files (`models/*.toml`), device presets
+//! (`presets/devices/*.toml`) and system presets (`presets/systems/*.toml`), embedded in
+//! the binary with `include_str!` so it runs with no files. Anything that looks like a path
+//! (contains `/` or ends in `.toml`) is read from disk instead, so a user file overrides.
+//! Unknown names get a did-you-mean; TOML errors carry toml's line, column and snippet,
+//! prefixed with the file (or `<built-in>/…`) they come from.
+
+use crate::compute::{Device, DeviceSpec};
+use crate::error::{Error, Result};
+use crate::model::{Model, ModelSpec};
+use crate::network::Topology;
+use crate::system::{System, SystemSpec};
+use serde::de::DeserializeOwned;
+use std::path::{Path, PathBuf};
+
+/// Which part of the catalog.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// `models/`.
+    Model,
+    /// `presets/devices/`.
+    Device,
+    /// `presets/systems/`.
+    System,
+}
+
+impl Kind {
+    /// Singular name for messages ("model").
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Model => "model",
+            Kind::Device => "device",
+            Kind::System => "system",
+        }
+    }
+
+    /// Folder of the built-in files, relative to the crate root.
+    pub fn folder(self) -> &'static str {
+        match self {
+            Kind::Model => "models",
+            Kind::Device => "presets/devices",
+            Kind::System => "presets/systems",
+        }
+    }
+
+    fn entries(self) -> &'static [Entry] {
+        match self {
+            Kind::Model => MODELS,
+            Kind::Device => DEVICES,
+            Kind::System => SYSTEMS,
+        }
+    }
+}
+
+/// One embedded file: its name (the file stem) and its text.
+#[derive(Clone, Copy, Debug)]
+pub struct Entry {
+    /// Name used on the command line.
+    pub name: &'static str,
+    /// The TOML text.
+    pub text: &'static str,
+}
+
+macro_rules! embed {
+    ($dir:literal: $($name:literal),* $(,)?) => {
+        &[$(Entry {
+            name: $name,
+            text: include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/", $dir, "/", $name, ".toml")),
+        }),*]
+    };
+}
+
+/// Built-in models.
+pub const MODELS: &[Entry] = embed!("models":
+    "gpt3-175b",
+);
+
+/// Built-in devices.
+pub const DEVICES: &[Entry] = embed!("presets/devices":
+    "a100-80gb",
+);
+
+/// Built-in systems.
+pub const SYSTEMS: &[Entry] = embed!("presets/systems":
+    "dgx-a100",
+);
+
+/// Names of the built-in entries of `kind`, in catalog order.
+pub fn names(kind: Kind) -> Vec<&'static str> {
+    kind.entries().iter().map(|e| e.name).collect()
+}
+
+/// The TOML text of a built-in entry (for `show`), or an unknown-name error.
+pub fn source(kind: Kind, name: &str) -> Result<&'static str> {
+    kind.entries()
+        .iter()
+        .find(|e| e.name.eq_ignore_ascii_case(name))
+        .map(|e| e.text)
+        .ok_or_else(|| Error::unknown(kind.name(), name, &names(kind)))
+}
+
+/// True when `s` names a file rather than a built-in entry.
+pub fn is_path(s: &str) -> bool {
+    s.contains('/') || s.contains('\\') || s.ends_with(".toml")
+}
+
+/// Reads a built-in entry or a file: returns (text, origin for error messages).
+pub fn read(kind: Kind, name_or_path: &str) -> Result<(String, PathBuf)> {
+    if is_path(name_or_path) {
+        let p = PathBuf::from(name_or_path);
+        let text = std::fs::read_to_string(&p).map_err(|source| Error::Io {
+            path: p.clone(),
+            source,
+        })?;
+        return Ok((text, p));
+    }
+    let text = source(kind, name_or_path)?;
+    let origin = Path::new("<built-in>")
+        .join(kind.folder())
+        .join(format!("{name_or_path}.toml"));
+    Ok((text.to_string(), origin))
+}
+
+/// Parses TOML text into `T`, wrapping toml's error (line, column, snippet, expected
+/// keys) with the file's path.
+pub fn parse_toml<T: DeserializeOwned>(text: &str, origin: &Path) -> Result<T> {
+    toml::from_str(text).map_err(|e| Error::File {
+        path: origin.to_path_buf(),
+        message: e.to_string(),
+    })
+}
+
+/// A model by built-in name or path, validated.
+pub fn model(name_or_path: &str) -> Result<Model> {
+    let (text, origin) = read(Kind::Model, name_or_path)?;
+    let spec: ModelSpec = parse_toml(&text, &origin)?;
+    Model::from_spec(spec).map_err(|e| e.context(origin.display()))
+}
+
+/// A device by built-in name or path, validated.
+pub fn device(name_or_path: &str) -> Result<Device> {
+    let (text, origin) = read(Kind::Device, name_or_path)?;
+    let spec: DeviceSpec = parse_toml(&text, &origin)?;
+    Device::from_spec(spec).map_err(|e| e.context(origin.display()))
+}
+
+/// A system by built-in name or path, validated; its device is resolved by name, or as a
+/// path relative to the system file.
+pub fn system(name_or_path: &str) -> Result<System> {
+    let (text, origin) = read(Kind::System, name_or_path)?;
+    let spec: SystemSpec = parse_toml(&text, &origin)?;
+    let dev = if is_path(&spec.device) && is_path(name_or_path) {
+        let base = origin.parent().unwrap_or(Path::new("."));
+        device(&base.join(&spec.device).to_string_lossy())
+    } else {
+        device(&spec.device)
+    }
+    .map_err(|e| e.context(origin.display()))?;
+    System::new(spec, dev).map_err(|e| e.context(origin.display()))
+}
+
+/// The network topology of a system preset (for the collective command).
+pub fn system_topology(name_or_path: &str) -> Result<Topology> {
+    Ok(system(name_or_path)?.topology)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_builtin_parses_and_validates() {
+        for n in names(Kind::Model) {
+            model(n).unwrap_or_else(|e| panic!("model {n}: {e}"));
+        }
+        for n in names(Kind::Device) {
+            device(n).unwrap_or_else(|e| panic!("device {n}: {e}"));
+        }
+        for n in names(Kind::System) {
+            system(n).unwrap_or_else(|e| panic!("system {n}: {e}"));
+        }
+    }
+
+    #[test]
+    fn unknown_name_suggests_closest() {
+        let e = model("gpt3-157b").unwrap_err().to_string();
+        assert!(e.contains("did you mean 'gpt3-175b'"), "{e}");
+        let e = system("dgx-a10").unwrap_err().to_string();
+        assert!(e.contains("did you mean 'dgx-a100'"), "{e}");
+    }
+}

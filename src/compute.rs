@@ -1,1 +1,323 @@
-//! compute (being built).
+//! The accelerator and its roofline: [`DeviceSpec`] is the TOML mirror of a device preset,
+//! [`Device`] the validated form the estimate uses. It owns the time of one kernel:
+//! a GEMM whose efficiency depends on its shape ([`Device::gemm_time`]), a memory-bound
+//! elementwise kernel ([`Device::memory_time`]) and the launch overhead per kernel.
+//!
+//! Roofline (DESIGN.md §3; Williams et al. 2009): an op with F FLOPs moving M bytes takes
+//! `max(F / (peak · e_f), M / (bw · e_m))`. GEMMs are compute-bound in every shape the
+//! estimate produces; elementwise kernels are memory-bound.
+
+use crate::error::{Error, Result};
+use crate::units::{Bandwidth, Bytes, Flop, FlopRate, Seconds, serde_units};
+use serde::{Deserialize, Serialize};
+
+/// Number formats the matrix units run in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum Precision {
+    /// IEEE half precision (with fp32 master weights for training).
+    Fp16,
+    /// bfloat16 (with fp32 master weights).
+    #[default]
+    Bf16,
+    /// 8-bit floating point (E4M3/E5M2) matrix inputs, as Transformer Engine.
+    Fp8,
+    /// TensorFloat-32 matrix inputs.
+    Tf32,
+    /// Plain fp32.
+    Fp32,
+}
+
+impl Precision {
+    /// Every precision, for error messages.
+    pub const NAMES: [&'static str; 5] = ["fp16", "bf16", "fp8", "tf32", "fp32"];
+
+    /// Parses a name with did-you-mean.
+    pub fn parse(s: &str) -> Result<Precision> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "fp16" | "f16" | "half" => Ok(Precision::Fp16),
+            "bf16" | "bfloat16" => Ok(Precision::Bf16),
+            "fp8" | "f8" => Ok(Precision::Fp8),
+            "tf32" => Ok(Precision::Tf32),
+            "fp32" | "f32" | "float" => Ok(Precision::Fp32),
+            _ => Err(Error::unknown("precision", s, &Self::NAMES)),
+        }
+    }
+
+    /// The name used in files and flags.
+    pub fn name(self) -> &'static str {
+        Self::NAMES[self as usize]
+    }
+
+    /// Bytes of one activation element stored between kernels. FP8 training keeps
+    /// activations in bf16 between kernels (Transformer Engine casts at the GEMM inputs).
+    pub fn activation_bytes(self) -> f64 {
+        match self {
+            Precision::Fp16 | Precision::Bf16 | Precision::Fp8 => 2.0,
+            Precision::Tf32 | Precision::Fp32 => 4.0,
+        }
+    }
+}
+
+/// Dense matrix-unit peaks per precision, as in a datasheet. Absent = not supported.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MatrixPeaks {
+    /// FP16 dense peak.
+    #[serde(default, with = "opt_rate", skip_serializing_if = "Option::is_none")]
+    pub fp16: Option<FlopRate>,
+    /// BF16 dense peak.
+    #[serde(default, with = "opt_rate", skip_serializing_if = "Option::is_none")]
+    pub bf16: Option<FlopRate>,
+    /// FP8 dense peak.
+    #[serde(default, with = "opt_rate", skip_serializing_if = "Option::is_none")]
+    pub fp8: Option<FlopRate>,
+    /// TF32 dense peak.
+    #[serde(default, with = "opt_rate", skip_serializing_if = "Option::is_none")]
+    pub tf32: Option<FlopRate>,
+    /// FP32 matrix peak.
+    #[serde(default, with = "opt_rate", skip_serializing_if = "Option::is_none")]
+    pub fp32: Option<FlopRate>,
+}
+
+/// Sustained-efficiency parameters of a device (fractions of peak), with defaults.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EfficiencySpec {
+    /// Fraction of matrix peak a large, well-shaped GEMM sustains (cuBLAS plateau).
+    pub gemm: f64,
+    /// GEMM tile (rows × columns of the output one compute unit produces per wave).
+    #[serde(default = "default_tile")]
+    pub gemm_tile: [u32; 2],
+    /// K at which the per-tile fixed cost (prologue, epilogue, C write) equals the
+    /// main-loop time: efficiency × K/(K + k0).
+    #[serde(default = "default_k0")]
+    pub gemm_k_overhead: u32,
+    /// Extra factor on the batched attention GEMMs (QKᵀ, attention·V) of unfused attention.
+    #[serde(default = "one")]
+    pub attention: f64,
+    /// Fraction of HBM bandwidth an elementwise kernel sustains (STREAM-like).
+    pub memory: f64,
+    /// Fixed cost of one kernel launch and tail.
+    #[serde(with = "serde_units::seconds", default = "default_launch")]
+    pub kernel_overhead: Seconds,
+}
+
+fn default_tile() -> [u32; 2] {
+    [256, 128]
+}
+fn default_k0() -> u32 {
+    64
+}
+fn one() -> f64 {
+    1.0
+}
+fn default_launch() -> Seconds {
+    Seconds::new(4e-6)
+}
+
+/// A device preset as written in `presets/devices/*.toml`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DeviceSpec {
+    /// Short name used on the command line (`a100-80gb`).
+    pub name: String,
+    /// Human description.
+    #[serde(default)]
+    pub description: String,
+    /// HBM capacity, e.g. "80 GiB".
+    #[serde(with = "serde_units::bytes")]
+    pub memory: Bytes,
+    /// HBM bandwidth, e.g. "2039 GB/s".
+    #[serde(with = "serde_units::bandwidth")]
+    pub memory_bandwidth: Bandwidth,
+    /// Non-matrix (vector) FP32 peak.
+    #[serde(with = "serde_units::flop_rate")]
+    pub vector: FlopRate,
+    /// Streaming multiprocessors / compute units (wave quantisation of GEMM tiles).
+    pub compute_units: u32,
+    /// Dense matrix peaks per precision.
+    pub matrix: MatrixPeaks,
+    /// Sustained efficiencies.
+    pub efficiency: EfficiencySpec,
+}
+
+/// A validated device. All rates are datasheet peaks; efficiencies are in (0, 1].
+#[derive(Clone, Debug, PartialEq)]
+pub struct Device {
+    /// The spec it was built from (for `show` and `--explain`).
+    pub spec: DeviceSpec,
+    /// [fp16, bf16, fp8, tf32, fp32] matrix peaks in FLOP/s; 0 = unsupported.
+    peaks: [f64; 5],
+}
+
+impl Device {
+    /// Validates a spec: positive rates and sizes, efficiencies in (0, 1], tile ≥ 1.
+    pub fn from_spec(spec: DeviceSpec) -> Result<Device> {
+        let what = format!("device '{}'", spec.name);
+        let e = &spec.efficiency;
+        for (k, v) in [
+            ("gemm", e.gemm),
+            ("attention", e.attention),
+            ("memory", e.memory),
+        ] {
+            if !(v > 0.0 && v <= 1.0) {
+                return Err(Error::input(
+                    format!("{what}: efficiency.{k}"),
+                    format!("must be in (0, 1], got {v}"),
+                ));
+            }
+        }
+        if spec.compute_units == 0 || e.gemm_tile.contains(&0) {
+            return Err(Error::input(
+                &what,
+                "compute_units and gemm_tile must be ≥ 1",
+            ));
+        }
+        if spec.memory.get() <= 0.0 || spec.memory_bandwidth.get() <= 0.0 {
+            return Err(Error::input(
+                &what,
+                "memory and memory_bandwidth must be > 0",
+            ));
+        }
+        let m = &spec.matrix;
+        let peaks = [m.fp16, m.bf16, m.fp8, m.tf32, m.fp32].map(|p| p.map_or(0.0, |r| r.get()));
+        if peaks.iter().all(|&p| p <= 0.0) {
+            return Err(Error::input(&what, "matrix: needs at least one peak"));
+        }
+        Ok(Device { spec, peaks })
+    }
+
+    /// The short name.
+    pub fn name(&self) -> &str {
+        &self.spec.name
+    }
+
+    /// HBM capacity.
+    pub fn memory(&self) -> Bytes {
+        self.spec.memory
+    }
+
+    /// Dense matrix peak in `p`, or an error naming the precisions the device has.
+    pub fn peak(&self, p: Precision) -> Result<FlopRate> {
+        let v = self.peaks[p as usize];
+        if v > 0.0 {
+            return Ok(FlopRate::new(v));
+        }
+        Err(Error::Unsupported(format!(
+            "device '{}' has no {} matrix peak",
+            self.spec.name,
+            p.name()
+        )))
+    }
+
+    /// Fraction of peak a GEMM C[M×N] = A[M×K]·B[K×N] (repeated `batch` times) reaches.
+    ///
+    /// `e(M,N,K) = e_gemm · q · K/(K + k0)` where the quantisation factor
+    /// `q = M·N·batch / (⌈T/U⌉ · U · t_m · t_n)`, `T = ⌈M/t_m⌉·⌈N/t_n⌉·batch` tiles on
+    /// `U` compute units, counts tile quantisation (partial tiles) and wave quantisation
+    /// (a last, partly filled wave): NVIDIA, "Matrix Multiplication Background User's
+    /// Guide" (Deep Learning Performance docs, §"Tile quantization", §"Wave
+    /// quantization"). The K/(K+k0) term is the per-tile fixed cost that makes GEMMs with
+    /// a short inner dimension (small tensor-parallel shards) slower; the guide's
+    /// measured throughput curves rise with K the same way. The best of the tile and its
+    /// transpose is taken, as cuBLAS picks among kernels.
+    pub fn gemm_efficiency(&self, m: f64, n: f64, k: f64, batch: f64) -> f64 {
+        let e = &self.spec.efficiency;
+        let (tm, tn) = (e.gemm_tile[0] as f64, e.gemm_tile[1] as f64);
+        let u = self.spec.compute_units as f64;
+        let q = |tm: f64, tn: f64| {
+            let tiles = (m / tm).ceil() * (n / tn).ceil() * batch;
+            let waves = (tiles / u).ceil();
+            (m * n * batch) / (waves * u * tm * tn)
+        };
+        let quant = q(tm, tn).max(q(tn, tm));
+        e.gemm * quant * k / (k + e.gemm_k_overhead as f64)
+    }
+
+    /// Time of a GEMM of shape M×N×K (`batch` times) at `peak`: `2·M·N·K·batch / (peak·e)`.
+    pub fn gemm_time(&self, peak: FlopRate, m: f64, n: f64, k: f64, batch: f64) -> Seconds {
+        if m <= 0.0 || n <= 0.0 || k <= 0.0 || batch <= 0.0 {
+            return Seconds::ZERO;
+        }
+        let flop = Flop::new(2.0 * m * n * k * batch);
+        flop / (peak * self.gemm_efficiency(m, n, k, batch)) + self.spec.efficiency.kernel_overhead
+    }
+
+    /// Time of memory-bound kernels moving `bytes` in `kernels` launches:
+    /// `bytes / (bw · e_mem) + kernels · overhead`.
+    pub fn memory_time(&self, bytes: Bytes, kernels: f64) -> Seconds {
+        let bw = self.spec.memory_bandwidth * self.spec.efficiency.memory;
+        bytes / bw + self.spec.efficiency.kernel_overhead * kernels
+    }
+}
+
+/// Serde adaptor for an optional compute rate written as a string with a unit.
+mod opt_rate {
+    use super::*;
+    use serde::{Deserializer, Serializer};
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<FlopRate>, D::Error> {
+        serde_units::flop_rate::deserialize(d).map(Some)
+    }
+
+    pub fn serialize<S: Serializer>(v: &Option<FlopRate>, s: S) -> Result<S::Ok, S::Error> {
+        match v {
+            Some(r) => serde_units::flop_rate::serialize(r, s),
+            None => s.serialize_none(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use approx::assert_relative_eq;
+
+    fn dev() -> Device {
+        let spec: DeviceSpec = toml::from_str(
+            r#"
+name = "t"
+memory = "80 GiB"
+memory_bandwidth = "2000 GB/s"
+vector = "19.5 TFLOP/s"
+compute_units = 108
+[matrix]
+bf16 = "312 TFLOP/s"
+[efficiency]
+gemm = 0.8
+memory = 0.8
+gemm_k_overhead = 64
+kernel_overhead = "0 s"
+"#,
+        )
+        .unwrap();
+        Device::from_spec(spec).unwrap()
+    }
+
+    #[test]
+    fn wave_quantisation_by_hand() {
+        let d = dev();
+        // 256x128 tiles: M=256*108, N=128 → exactly one full wave, K huge → e → 0.8.
+        let e = d.gemm_efficiency(256.0 * 108.0, 128.0, 1e9, 1.0);
+        assert_relative_eq!(e, 0.8, max_relative = 1e-6);
+        // 109 tiles of 256×128 → 2 waves of 108: q = 109/216. The transposed tile
+        // (128×256) gives 218 half-empty tiles in 3 waves: q = 27904·128/(3·108·128·256).
+        let e = d.gemm_efficiency(256.0 * 109.0, 128.0, 1e9, 1.0);
+        let q2 = 27904.0 * 128.0 / (3.0 * 108.0 * 128.0 * 256.0);
+        assert!(q2 < 109.0 / 216.0);
+        assert_relative_eq!(e, 0.8 * 109.0 / 216.0, max_relative = 1e-6);
+        // K = k0 halves the efficiency.
+        let e = d.gemm_efficiency(256.0 * 108.0, 128.0, 64.0, 1.0);
+        assert_relative_eq!(e, 0.4, max_relative = 1e-9);
+    }
+
+    #[test]
+    fn memory_and_missing_precision() {
+        let d = dev();
+        let t = d.memory_time(Bytes::new(1.6e9), 0.0);
+        assert_relative_eq!(t.get(), 1.6e9 / (2000e9 * 0.8), max_relative = 1e-12);
+        assert!(d.peak(Precision::Fp8).is_err());
+        assert_eq!(d.peak(Precision::Bf16).unwrap().get(), 312e12);
+    }
+}
