@@ -22,6 +22,7 @@ pub mod parallel;
 pub mod plot;
 pub mod report;
 pub mod sweep;
+pub mod system;
 pub mod units;
 
 pub use error::{Error, Result};
