@@ -1,14 +1,64 @@
-//! placeholder
-use super::Collective;
-use super::cost::Cost;
-use crate::error::{Error, Result};
-use crate::network::Dim;
+//! The parameter-server pattern on one dimension (Li et al., "Scaling distributed machine
+//! learning with the parameter server", OSDI 2014): the p workers push to a dedicated
+//! server and pull back from it, and everything funnels through the server's port; the
+//! incast at the server is what distinguishes it from ring all-reduce.
+//!
+//! The server is one more endpoint on the dimension with an NPU's injection bandwidth B
+//! (its one switch port; its p links on a FullyConnected block; its two ring links,
+//! sitting in the ring, on a Ring block). Push and pull are sequential (synchronous PS):
+//! T = 2h·α + (in + out)/B_ps, h = hops from the farthest worker (1, or ⌊(p+1)/2⌋ on a
+//! ring), B_ps = B·min(1, p/k) (an oversubscribed switch still offers p·B/k ≥ B to the
+//! server for k ≤ p). Bytes in and out of the server, per byte of n:
+//!
+//! | collective | in | out | T |
+//! |---|---|---|---|
+//! | all-reduce | p (every gradient) | p (the sum to everyone) | 2hα + 2p·n/B |
+//! | reduce-scatter | p | 1 (n/p to each) | 2hα + (p+1)·n/B |
+//! | all-gather | 1 (n/p from each) | p | 2hα + (p+1)·n/B |
+//! | broadcast | 1 (from the root) | p−1 | 2hα + p·n/B |
+//! | reduce | p | 1 (to the root) | 2hα + (p+1)·n/B |
+//! | gather, scatter | 1 | 1 | 2hα + 2·n/B |
+//!
+//! All-to-all and send/recv are not parameter-server patterns: [`Error::Unsupported`].
 
-/// placeholder
+use super::Collective;
+use super::cost::{self, Cost};
+use crate::error::{Error, Result};
+use crate::network::{Dim, DimKind};
+
+/// The parameter-server cost of `op` on `dim` (see the module table).
 pub fn cost(op: Collective, dim: &Dim) -> Result<Cost> {
-    let _ = dim;
-    Err(Error::Unsupported(format!(
-        "parameter_server {} not built yet",
-        op.name()
-    )))
+    if matches!(op, Collective::AllToAll | Collective::SendRecv) {
+        return Err(Error::Unsupported(format!(
+            "parameter-server does not implement {} (use ring or direct)",
+            op.name()
+        )));
+    }
+    if dim.size <= 1 {
+        return Ok(Cost::ZERO);
+    }
+    let p = cost::p(dim);
+    let (h, steps_expr) = match dim.kind {
+        DimKind::Ring => (((dim.size + 1) / 2) as f64, "2⌊(p+1)/2⌋"),
+        _ => (1.0, "2"),
+    };
+    let (factor, factor_expr) = match op {
+        Collective::AllReduce => (2.0 * p, "2p"),
+        Collective::ReduceScatter | Collective::AllGather | Collective::Reduce => (p + 1.0, "p+1"),
+        Collective::Broadcast => (p, "p"),
+        _ => (2.0, "2"),
+    };
+    let k = if dim.kind == DimKind::Switch {
+        dim.oversubscription
+    } else {
+        1.0
+    };
+    Ok(Cost {
+        steps: 2.0 * h,
+        factor,
+        bandwidth: dim.bandwidth * (p / k).min(1.0),
+        steps_expr,
+        factor_expr,
+        bandwidth_expr: if k > p { "B·p/k" } else { "B" },
+    })
 }
