@@ -1,13 +1,55 @@
-//! `astrolabe collective`: flags and execution.
+//! `astrolabe collective`: flags, input validation (sizes, size ranges, the network from
+//! `--topology`, `--system` or a TOML `--network` file) and the nccl-tests-style table.
 
 use super::OutputArgs;
+use crate::collective::{
+    self, Algorithm, Collective, CollectiveTime, Options, Schedule, explain::fmt_bytes,
+};
 use crate::error::{Error, Result};
-use crate::report::Report;
+use crate::network::{DimSpec, Topology};
+use crate::report::{Cell, Report, Table};
+use crate::units::{Bytes, parse_bytes};
 use clap::Args;
+use serde::Deserialize;
+use std::path::{Path, PathBuf};
 
 /// Flags of `astrolabe collective`.
 #[derive(Debug, Args)]
 pub struct CollectiveArgs {
+    /// The collective: all-reduce, reduce-scatter, all-gather, all-to-all, broadcast, reduce,
+    /// gather, scatter, send-recv.
+    pub op: String,
+    /// Buffer per NPU (nccl-tests convention), e.g. 1GB or 64MiB; or a range 1KiB..1GiB
+    /// (one row per power of two).
+    #[arg(long, allow_hyphen_values = true)]
+    pub size: String,
+    /// Network, innermost dimension first, e.g. "ring(4, 200GB/s, 0.5us) x switch(8, 50GB/s, 1us)".
+    /// Options inside a dimension: in-network, oversub=K.
+    #[arg(long, conflicts_with_all = ["system", "network"])]
+    pub topology: Option<String>,
+    /// A built-in system's network: dgx-a100, dgx-h100.
+    #[arg(long, conflicts_with = "network")]
+    pub system: Option<String>,
+    /// Number of nodes for --system (default 16).
+    #[arg(long, requires = "system")]
+    pub nodes: Option<u32>,
+    /// A TOML file with [[network.dims]] tables (kind, size, bandwidth, latency,
+    /// in_network, oversubscription).
+    #[arg(long, value_name = "FILE.toml")]
+    pub network: Option<PathBuf>,
+    /// Algorithm on every dimension: auto, ring, direct, halving-doubling,
+    /// double-binary-tree, parameter-server, in-network.
+    #[arg(long, default_value = "auto")]
+    pub algorithm: String,
+    /// Split the buffer into N chunks that pipeline across dimensions.
+    #[arg(long, default_value_t = 1)]
+    pub chunks: u32,
+    /// Phase scheduling across dimensions: baseline or themis.
+    #[arg(long, default_value = "baseline")]
+    pub schedule: String,
+    /// Print every term's formula with the numbers put in.
+    #[arg(long)]
+    pub explain: bool,
     /// Output format and file.
     #[command(flatten)]
     pub out: OutputArgs,
@@ -15,6 +57,257 @@ pub struct CollectiveArgs {
 
 /// Runs `astrolabe collective`.
 pub fn run(args: &CollectiveArgs) -> Result<Report> {
-    let _ = args;
-    Err(Error::Unsupported("'collective' is not built yet".into()))
+    let op = Collective::parse(&args.op)?;
+    let opts = Options {
+        algorithm: Algorithm::parse(&args.algorithm)?,
+        chunks: args.chunks,
+        schedule: parse_schedule(&args.schedule)?,
+    };
+    if opts.chunks == 0 {
+        return Err(Error::input("--chunks", "must be at least 1"));
+    }
+    let sizes = parse_sizes(&args.size)?;
+    let topo = topology(args)?;
+    let dims = topo.dims();
+    let results = sizes
+        .iter()
+        .map(|&s| collective::time(op, s, dims, &opts).map(|t| (s, t)))
+        .collect::<Result<Vec<_>>>()?;
+    let mut report = Report::default();
+    report.tables.push(summary(op, topo.npus(), &results)?);
+    if let [(_, t)] = results.as_slice() {
+        report.tables.push(phase_table(t)?);
+    }
+    report.notes = notes(op, &topo, &opts);
+    if args.explain {
+        for (s, t) in &results {
+            report
+                .explain
+                .extend(collective::explain::explain(op, *s, dims, &opts, t)?);
+        }
+    }
+    Ok(report)
+}
+
+fn parse_schedule(s: &str) -> Result<Schedule> {
+    match s.trim().to_ascii_lowercase().as_str() {
+        "baseline" => Ok(Schedule::Baseline),
+        "themis" => Ok(Schedule::Themis),
+        _ => Err(Error::unknown("schedule", s, &["baseline", "themis"])),
+    }
+}
+
+/// "1GB" → [1e9]; "1KiB..1GiB" → 1 KiB, 2 KiB, …, 1 GiB (doubling, nccl-tests `-f 2`).
+pub fn parse_sizes(s: &str) -> Result<Vec<Bytes>> {
+    let Some((a, b)) = s.split_once("..") else {
+        return Ok(vec![parse_bytes("--size", s)?]);
+    };
+    let (a, b) = (parse_bytes("--size", a)?, parse_bytes("--size", b)?);
+    if a.get() <= 0.0 || b < a {
+        return Err(Error::input(
+            "--size",
+            format!("range '{s}' must go from a size > 0 up to a larger one, e.g. '1KiB..1GiB'"),
+        ));
+    }
+    let mut v = vec![];
+    let mut x = a;
+    while x.get() <= b.get() * (1.0 + 1e-12) {
+        if v.len() == 128 {
+            return Err(Error::input(
+                "--size",
+                format!("range '{s}' has more than 128 sizes"),
+            ));
+        }
+        v.push(x);
+        x = x * 2.0;
+    }
+    Ok(v)
+}
+
+/// The topology from whichever of `--topology`, `--system`, `--network` was given.
+fn topology(args: &CollectiveArgs) -> Result<Topology> {
+    match (&args.topology, &args.system, &args.network) {
+        (Some(t), _, _) => Topology::parse(t),
+        (_, Some(name), _) => system_topology(name, args.nodes),
+        (_, _, Some(path)) => read_network(path),
+        _ => Err(Error::input(
+            "collective",
+            "no network given; use --topology 'ring(8, 100GB/s, 500ns)', --system dgx-h100 or --network FILE.toml",
+        )),
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct NetworkFile {
+    network: NetworkSection,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct NetworkSection {
+    dims: Vec<DimSpec>,
+}
+
+/// Reads `[[network.dims]]` from a TOML file; errors carry the path (and toml's own line,
+/// column and snippet).
+pub fn read_network(path: &Path) -> Result<Topology> {
+    let text = std::fs::read_to_string(path).map_err(|source| Error::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let file: NetworkFile = toml::from_str(&text).map_err(|e| Error::File {
+        path: path.to_path_buf(),
+        message: e.to_string().trim_end().to_string(),
+    })?;
+    Topology::from_specs(&file.network.dims).map_err(|e| e.context(path.display()))
+}
+
+/// One row per size: time, algbw, busbw, algorithms, and each phase's time.
+fn summary(op: Collective, npus: u64, results: &[(Bytes, CollectiveTime)]) -> Result<Table> {
+    let first = &results[0].1;
+    let mut cols: Vec<(String, String)> = [
+        ("size_B", "size"),
+        ("time_s", "time"),
+        ("algbw_Bps", "algbw"),
+        ("busbw_Bps", "busbw"),
+        ("algorithm", "algorithm"),
+    ]
+    .iter()
+    .map(|(k, h)| (k.to_string(), h.to_string()))
+    .collect();
+    for (i, ph) in first.phases().iter().enumerate() {
+        cols.push((
+            format!("phase{}_time_s", i + 1),
+            format!("{} d{}", short(ph.op), ph.dim),
+        ));
+    }
+    let refs: Vec<(&str, &str)> = cols.iter().map(|(k, h)| (k.as_str(), h.as_str())).collect();
+    let mut table = Table::new(op.name(), &refs);
+    for (size, t) in results {
+        let (alg, bus) = collective::bandwidths(op, *size, npus, t.total);
+        let mut row = vec![
+            Cell::q(fmt_bytes(*size), size.get()),
+            Cell::q(t.total, t.total.get()),
+            Cell::q(alg, alg.get()),
+            Cell::q(bus, bus.get()),
+            Cell::text(algorithms(t)),
+        ];
+        row.extend(t.phases().iter().map(|p| Cell::q(p.time(), p.time().get())));
+        table.push(row)?;
+    }
+    Ok(table)
+}
+
+/// Details of each phase for a single size.
+fn phase_table(t: &CollectiveTime) -> Result<Table> {
+    let mut table = Table::new(
+        "phases",
+        &[
+            ("phase", "phase"),
+            ("dim", "dim"),
+            ("collective", "collective"),
+            ("algorithm", "algorithm"),
+            ("size_B", "size"),
+            ("latency_s", "latency"),
+            ("transfer_s", "transfer"),
+            ("time_s", "time"),
+        ],
+    );
+    for (i, p) in t.phases().iter().enumerate() {
+        table.push(vec![
+            Cell::int(i as u64 + 1),
+            Cell::int(p.dim as u64),
+            Cell::text(p.op.name()),
+            Cell::text(p.algorithm.name()),
+            Cell::q(fmt_bytes(p.size), p.size.get()),
+            Cell::q(p.latency, p.latency.get()),
+            Cell::q(p.transfer, p.transfer.get()),
+            Cell::q(p.time(), p.time().get()),
+        ])?;
+    }
+    Ok(table)
+}
+
+/// "d0 ring, d1 in-network" (an entry per dimension, in order of first use).
+fn algorithms(t: &CollectiveTime) -> String {
+    let mut per_dim: Vec<(usize, Vec<&str>)> = vec![];
+    for p in t.phases() {
+        let name = p.algorithm.name();
+        match per_dim.iter_mut().find(|(d, _)| *d == p.dim) {
+            Some((_, v)) if !v.contains(&name) => v.push(name),
+            Some(_) => {}
+            None => per_dim.push((p.dim, vec![name])),
+        }
+    }
+    if per_dim.is_empty() {
+        return "none (group of 1)".into();
+    }
+    per_dim
+        .iter()
+        .map(|(d, v)| format!("d{d} {}", v.join("/")))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn short(op: Collective) -> &'static str {
+    match op {
+        Collective::AllReduce => "AR",
+        Collective::ReduceScatter => "RS",
+        Collective::AllGather => "AG",
+        Collective::AllToAll => "A2A",
+        Collective::Broadcast => "bcast",
+        Collective::Reduce => "reduce",
+        Collective::Gather => "gather",
+        Collective::Scatter => "scatter",
+        Collective::SendRecv => "p2p",
+    }
+}
+
+fn notes(op: Collective, topo: &Topology, opts: &Options) -> Vec<String> {
+    let mut v = vec![
+        format!("topology: {topo} ({} NPUs)", topo.npus()),
+        format!(
+            "size = buffer per NPU (nccl-tests); algbw = size/time; busbw = algbw × {}",
+            collective::explain::factor_expr(op)
+        ),
+    ];
+    if opts.chunks > 1 || opts.schedule != Schedule::Baseline {
+        v.push(format!(
+            "{} chunks, {} schedule; phase times are each dimension's busy time over all chunks",
+            opts.chunks,
+            match opts.schedule {
+                Schedule::Baseline => "baseline",
+                Schedule::Themis => "themis",
+            }
+        ));
+    }
+    v
+}
+
+/// Built-in system networks for `--system` (two dimensions: the NVSwitch inside a node,
+/// then one rail switch across `nodes` nodes, each GPU with its own NIC):
+/// - `dgx-a100`: NVLink3, 12 links × 25 GB/s = 300 GB/s per GPU per direction (600 GB/s
+///   bidirectional, NVIDIA A100 datasheet); 8 × HDR 200 Gb/s ConnectX-6 = 25 GB/s per GPU
+///   (DGX A100 user guide).
+/// - `dgx-h100`: NVLink4, 18 links, 450 GB/s per GPU per direction (900 GB/s bidirectional,
+///   NVIDIA H100 datasheet) through third-generation NVSwitch with NVLink SHARP (in-network
+///   reduction); 8 × NDR 400 Gb/s ConnectX-7 = 50 GB/s per GPU (DGX H100 user guide).
+///
+/// Per-step latencies: NCCL's tuning model hardware latencies for the Simple protocol
+/// (NVIDIA/nccl `src/graph/tuning.cc`): NVLink 3.4 µs, network 14 µs.
+pub fn system_topology(name: &str, nodes: Option<u32>) -> Result<Topology> {
+    const SYSTEMS: [&str; 2] = ["dgx-a100", "dgx-h100"];
+    let nodes = nodes.unwrap_or(16);
+    if nodes == 0 {
+        return Err(Error::input("--nodes", "must be at least 1"));
+    }
+    let s = match name.trim().to_ascii_lowercase().replace('_', "-").as_str() {
+        "dgx-a100" => format!("switch(8, 300GB/s, 3.4us) x switch({nodes}, 25GB/s, 14us)"),
+        "dgx-h100" => {
+            format!("switch(8, 450GB/s, 3.4us, in-network) x switch({nodes}, 50GB/s, 14us)")
+        }
+        _ => return Err(Error::unknown("system", name, &SYSTEMS)),
+    };
+    Topology::parse(&s)
 }

@@ -1,1 +1,168 @@
-//! placeholder
+//! `--explain`: every term of a collective's time written as its formula, then with the
+//! numbers put in, so the result can be checked by hand. Allocates freely; not used on hot
+//! paths.
+
+use super::{Algorithm, Collective, CollectiveTime, Options, Schedule, busbw_factor, dim_cost};
+use crate::error::Result;
+use crate::network::Dim;
+use crate::units::{Bytes, Seconds, sig};
+
+/// A size in readable units: binary (KiB, MiB, …) when exact, else decimal (kB, MB, …).
+pub fn fmt_bytes(b: Bytes) -> String {
+    let v = b.get();
+    let s = b.to_string();
+    if v < 1024.0 || !s.contains('.') {
+        return s;
+    }
+    for (f, u) in [
+        (1e15, "PB"),
+        (1e12, "TB"),
+        (1e9, "GB"),
+        (1e6, "MB"),
+        (1e3, "kB"),
+    ] {
+        if v >= f {
+            return format!("{} {u}", sig(v / f));
+        }
+    }
+    s
+}
+
+/// The explanation lines of `t`, the result of `time(op, size, dims, opts)`.
+pub fn explain(
+    op: Collective,
+    size: Bytes,
+    dims: &[Dim],
+    opts: &Options,
+    t: &CollectiveTime,
+) -> Result<Vec<String>> {
+    let npus: u64 = dims.iter().map(|d| d.size as u64).product();
+    let c = opts.chunks as f64;
+    let mut out = vec![format!(
+        "{} of {} per NPU on {npus} NPUs{}:",
+        op.name(),
+        fmt_bytes(size),
+        if opts.chunks > 1 {
+            format!(", {} chunks of n/C = {}", opts.chunks, fmt_bytes(size / c))
+        } else {
+            String::new()
+        }
+    )];
+    for (i, ph) in t.phases().iter().enumerate() {
+        let d = &dims[ph.dim];
+        let cost = dim_cost(ph.op, ph.algorithm, d)?;
+        let n = ph.size / c;
+        out.push(format!(
+            "phase {}: {} on dimension {} {d} (p = {}), {} with n = {}",
+            i + 1,
+            ph.op.name(),
+            ph.dim,
+            d.size,
+            ph.algorithm.name(),
+            fmt_bytes(n)
+        ));
+        out.push(format!(
+            "  latency  = {}·α = {} × {} = {}",
+            paren(cost.steps_expr),
+            sig(cost.steps),
+            d.latency,
+            cost.latency(d)
+        ));
+        out.push(format!(
+            "  transfer = {} · n / {} = {} × {} / {} = {}",
+            paren(cost.factor_expr),
+            cost.bandwidth_expr,
+            sig(cost.factor),
+            fmt_bytes(n),
+            cost.bandwidth,
+            cost.transfer(n)
+        ));
+        if opts.chunks > 1 {
+            out.push(format!("  × {} chunks = {}", opts.chunks, ph.time()));
+        }
+        if opts.algorithm == Algorithm::Auto {
+            out.push(format!("  auto: {}", alternatives(ph.op, d, n)));
+        }
+    }
+    out.push(total_line(t, opts));
+    if t.total.get() > 0.0 {
+        let alg = size / t.total;
+        let f = busbw_factor(op, npus);
+        out.push(format!(
+            "algbw = n / T = {} / {} = {alg}",
+            fmt_bytes(size),
+            t.total
+        ));
+        out.push(format!(
+            "busbw = algbw × {} = {alg} × {} = {} (nccl-tests factor)",
+            factor_expr(op),
+            sig(f),
+            alg * f
+        ));
+    }
+    Ok(out)
+}
+
+/// How the phases add up.
+fn total_line(t: &CollectiveTime, opts: &Options) -> String {
+    if opts.chunks <= 1 {
+        let terms: Vec<String> = t.phases().iter().map(|p| p.time().to_string()).collect();
+        let sum = if terms.is_empty() {
+            "0 (a group of one)".to_string()
+        } else {
+            terms.join(" + ")
+        };
+        return format!("T = Σ phases = {sum} = {}", t.total);
+    }
+    if opts.schedule == Schedule::Themis {
+        return format!(
+            "T = Σ_s t_s(chunk 1) + max_d Σ_(c≥2) t_(c,d) (Themis: each chunk orders the dimensions least-loaded first) = {}",
+            t.total
+        );
+    }
+    let c = opts.chunks as f64;
+    let sum: Seconds = t.phases().iter().map(|p| p.time() / c).sum();
+    let mut busy = [Seconds::ZERO; super::MAX_DIMS];
+    for p in t.phases() {
+        busy[p.dim] += p.time() / c;
+    }
+    let max = busy.iter().fold(Seconds::ZERO, |a, &b| a.max(b));
+    format!(
+        "T = Σ_s t_s(n/C) + (C−1)·max_d Σ_(s on d) t_s(n/C) = {sum} + {} × {max} = {}",
+        opts.chunks - 1,
+        t.total
+    )
+}
+
+/// "ring 1.2 ms < direct 3.4 ms < …" for one phase.
+fn alternatives(op: Collective, d: &Dim, n: Bytes) -> String {
+    let mut v: Vec<(Algorithm, Seconds)> = Algorithm::ALL[1..]
+        .iter()
+        .filter_map(|&a| dim_cost(op, a, d).ok().map(|c| (a, c.time(d, n))))
+        .collect();
+    v.sort_by(|a, b| a.1.get().total_cmp(&b.1.get()));
+    v.iter()
+        .map(|(a, t)| format!("{} {t}", a.name()))
+        .collect::<Vec<_>>()
+        .join(" < ")
+}
+
+/// The nccl-tests bus-bandwidth factor written out.
+pub fn factor_expr(op: Collective) -> &'static str {
+    match op {
+        Collective::AllReduce => "2(p−1)/p",
+        Collective::Broadcast | Collective::Reduce | Collective::SendRecv => "1",
+        _ => "(p−1)/p",
+    }
+}
+
+/// Wraps an expression in parentheses when it has more than one term.
+fn paren(e: &str) -> String {
+    if e.contains([' ', '+', '−'])
+        && !(e.starts_with('(') && e.ends_with(')') && e.matches('(').count() == 1)
+    {
+        format!("({e})")
+    } else {
+        e.to_string()
+    }
+}
