@@ -73,6 +73,9 @@ macro_rules! embed {
 /// Built-in models.
 pub const MODELS: &[Entry] = embed!("models":
     "gpt3-175b",
+    "megatron-gpt-22b",
+    "megatron-gpt-530b",
+    "megatron-gpt-1t",
 );
 
 /// Built-in devices.

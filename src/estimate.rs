@@ -1,1 +1,263 @@
-//! estimate (being built).
+//! Composes compute, collectives, the plan and memory into one training-iteration
+//! [`Estimate`]: time breakdown, memory per device, communication per class, MFU/HFU.
+//!
+//! # API (for `compare`, `sweep` and library users)
+//!
+//! ```no_run
+//! use astrolabe::{catalog, estimate, parallel::PlanSpec};
+//! let model = catalog::model("gpt3-175b")?;                 // validated, plan-independent
+//! let system = catalog::system("dgx-a100")?.with_gpus(64)?;  // device + topology
+//! let spec = PlanSpec { tp: 8, pp: 8, global_batch: Some(64), ..PlanSpec::default() };
+//! let plan = estimate::plan(&model, &system, &spec)?;        // validated, `Copy`
+//! let e = estimate::evaluate(&model, &system, &plan)?;       // `Copy`, no allocation
+//! println!("{} per iteration, MFU {:.1}%", e.time.total, 100.0 * e.metrics.mfu);
+//! # Ok::<(), astrolabe::Error>(())
+//! ```
+//!
+//! - [`plan`] validates a [`PlanSpec`] against the model and system (`Plan::new`).
+//! - [`evaluate`] is the hot path: it allocates nothing and returns a fixed-size `Copy`
+//!   [`Estimate`] (a few µs; a sweep can build `Plan`s directly and call it in parallel).
+//! - [`explain`] runs the same computation and also returns the `--explain` lines (the
+//!   formulas with the numbers put in); [`report::build`] turns an estimate into a
+//!   [`crate::report::Report`].
+//! - [`scenario`] reads a scenario file (model, system, plan and token budget in one TOML).
+//!
+//! Everything here is generic over a [`Trace`]: the hot path uses [`NoTrace`], whose
+//! closures are never called, so the explanation costs nothing when it is not asked for.
+
+pub mod report;
+pub mod scenario;
+mod simple;
+mod transformer;
+
+use crate::collective::{self, Collective, MAX_DIMS};
+use crate::error::Result;
+use crate::memory::Memory;
+use crate::model::{Model, ModelKind};
+use crate::parallel::{Placement, Plan, PlanSpec, Span};
+use crate::system::System;
+use crate::units::{Bytes, Seconds};
+
+/// Communication classes, in report order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CommClass {
+    /// Tensor-parallel all-reduces (Megatron).
+    Tp = 0,
+    /// Sequence-parallel reduce-scatters and all-gathers.
+    Sp = 1,
+    /// Expert-parallel all-to-alls.
+    Ep = 2,
+    /// Pipeline send/recv (and embedding synchronisation).
+    Pp = 3,
+    /// Data-parallel gradient reduction and ZeRO gathers.
+    Dp = 4,
+}
+
+impl CommClass {
+    /// All classes, in order.
+    pub const ALL: [CommClass; 5] = [Self::Tp, Self::Sp, Self::Ep, Self::Pp, Self::Dp];
+
+    /// Short name ("TP").
+    pub fn name(self) -> &'static str {
+        ["TP", "SP", "EP", "PP", "DP"][self as usize]
+    }
+}
+
+/// Time of one communication class per iteration, split into what the critical path
+/// sees (exposed) and what overlaps with compute (hidden), and bytes sent per device.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Comm {
+    /// On the critical path.
+    pub exposed: Seconds,
+    /// Overlapped with compute.
+    pub hidden: Seconds,
+    /// Bytes per device per iteration (nccl-tests size convention, summed over ops).
+    pub bytes: Bytes,
+}
+
+/// Where an iteration's time goes, for the slowest pipeline stage.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Times {
+    /// Forward compute (all micro-batches).
+    pub forward: Seconds,
+    /// Backward compute.
+    pub backward: Seconds,
+    /// Recomputation in backward.
+    pub recompute: Seconds,
+    /// Optimizer step.
+    pub optimizer: Seconds,
+    /// Pipeline bubble (idle).
+    pub bubble: Seconds,
+    /// Communication per [`CommClass`].
+    pub comm: [Comm; 5],
+    /// Iteration time: the sum of compute, exposed communication, bubble and optimizer.
+    pub total: Seconds,
+}
+
+impl Times {
+    /// One class.
+    pub fn class(&self, c: CommClass) -> &Comm {
+        &self.comm[c as usize]
+    }
+}
+
+/// Throughput and utilisation.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Metrics {
+    /// Tokens (or samples for non-sequence models) per second.
+    pub tokens_per_s: f64,
+    /// Samples (sequences) per second.
+    pub samples_per_s: f64,
+    /// Model FLOPs per iteration (no recomputation).
+    pub model_flops: f64,
+    /// Hardware FLOPs per iteration (with recomputation).
+    pub hardware_flops: f64,
+    /// Model FLOPs utilisation: model FLOPs / (time · peak · devices).
+    pub mfu: f64,
+    /// Hardware FLOPs utilisation.
+    pub hfu: f64,
+}
+
+/// Which network dimensions a group spans.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct GroupDims {
+    /// Group size.
+    pub size: u32,
+    /// Number of valid entries in `index`.
+    pub n: u8,
+    /// Topology dimension indices (innermost first).
+    pub index: [u8; MAX_DIMS],
+}
+
+impl From<&Span> for GroupDims {
+    fn from(s: &Span) -> GroupDims {
+        GroupDims {
+            size: s.size,
+            n: s.n as u8,
+            index: s.index,
+        }
+    }
+}
+
+impl GroupDims {
+    /// The spanned dimension indices.
+    pub fn dims(&self) -> &[u8] {
+        &self.index[..self.n as usize]
+    }
+}
+
+/// One training-iteration estimate. Fixed-size and `Copy`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Estimate {
+    /// The plan evaluated.
+    pub plan: Plan,
+    /// Time breakdown.
+    pub time: Times,
+    /// Memory per device (the first pipeline stage, which holds the most activations).
+    pub memory: Memory,
+    /// Throughput and utilisation.
+    pub metrics: Metrics,
+    /// Group placement: [TP, EP, DP, PP].
+    pub groups: [GroupDims; 4],
+    /// Tokens per sample (sequence length; 1 for non-sequence models).
+    pub tokens_per_sample: f64,
+}
+
+impl Estimate {
+    /// Time to train on `tokens` tokens: `tokens / (tokens/s)`.
+    pub fn train_time(&self, tokens: f64) -> Seconds {
+        Seconds::new(tokens / self.metrics.tokens_per_s)
+    }
+
+    /// Device-hours to train on `tokens` tokens.
+    pub fn gpu_hours(&self, tokens: f64) -> f64 {
+        self.train_time(tokens).get() * self.plan.gpus as f64 / 3600.0
+    }
+}
+
+/// Receives `--explain` lines. The closure is only called when the trace records.
+pub trait Trace {
+    /// Records one line.
+    fn line(&mut self, f: impl FnOnce() -> String);
+}
+
+/// A trace that records nothing (the hot path).
+pub struct NoTrace;
+
+impl Trace for NoTrace {
+    #[inline(always)]
+    fn line(&mut self, _f: impl FnOnce() -> String) {}
+}
+
+impl Trace for Vec<String> {
+    fn line(&mut self, f: impl FnOnce() -> String) {
+        self.push(f());
+    }
+}
+
+/// Validates a plan spec for this model and system (`gpus` defaults to the system's).
+pub fn plan(model: &Model, system: &System, spec: &PlanSpec) -> Result<Plan> {
+    Plan::new(spec, model, system.gpus().min(u32::MAX as u64) as u32)
+}
+
+/// Evaluates one plan. Allocates nothing.
+pub fn evaluate(model: &Model, system: &System, plan: &Plan) -> Result<Estimate> {
+    run(model, system, plan, &mut NoTrace)
+}
+
+/// Evaluates one plan and returns the `--explain` derivation lines with it.
+pub fn explain(model: &Model, system: &System, plan: &Plan) -> Result<(Estimate, Vec<String>)> {
+    let mut lines = Vec::new();
+    let e = run(model, system, plan, &mut lines)?;
+    Ok((e, lines))
+}
+
+fn run<T: Trace>(model: &Model, system: &System, plan: &Plan, tr: &mut T) -> Result<Estimate> {
+    let place = Placement::new(plan, system.topology.dims())?;
+    match &model.kind {
+        ModelKind::Transformer(t) => transformer::evaluate(t, system, plan, &place, tr),
+        ModelKind::Dlrm(d) => simple::dlrm(d, system, plan, &place, tr),
+        ModelKind::Layered(l) => simple::layered(l, system, plan, &place, tr),
+    }
+}
+
+/// Time of `op` on `bytes` per device over a group's dimensions; zero for a group of one.
+pub(crate) fn coll(op: Collective, bytes: f64, span: &Span) -> Result<Seconds> {
+    if span.size <= 1 || bytes <= 0.0 {
+        return Ok(Seconds::ZERO);
+    }
+    let opts = collective::Options::default();
+    Ok(collective::time(op, Bytes::new(bytes), span.slice(), &opts)?.total)
+}
+
+/// Splits a communication time into (exposed, hidden) given the compute it may overlap.
+pub(crate) fn overlap(comm: Seconds, window: Seconds, enabled: bool) -> (Seconds, Seconds) {
+    if !enabled {
+        return (comm, Seconds::ZERO);
+    }
+    let hidden = comm.min(window);
+    (comm - hidden, hidden)
+}
+
+/// Sums the parts into `total` and derives throughput and utilisation.
+pub(crate) fn finish(
+    mut t: Times,
+    flops: (f64, f64),
+    peak: f64,
+    plan: &Plan,
+    tokens: f64,
+) -> (Times, Metrics) {
+    let exposed: Seconds = t.comm.iter().map(|c| c.exposed).sum();
+    t.total = t.forward + t.backward + t.recompute + t.optimizer + t.bubble + exposed;
+    let secs = t.total.get();
+    let denom = secs * peak * plan.gpus as f64;
+    let m = Metrics {
+        tokens_per_s: tokens * plan.global_batch as f64 / secs,
+        samples_per_s: plan.global_batch as f64 / secs,
+        model_flops: flops.0,
+        hardware_flops: flops.1,
+        mfu: flops.0 / denom,
+        hfu: flops.1 / denom,
+    };
+    (t, m)
+}

@@ -8,8 +8,8 @@ use crate::collective::MAX_DIMS;
 use crate::compute::Precision;
 use crate::error::{Error, Result};
 use crate::model::{Model, ModelKind};
-use crate::network::Dim;
-use crate::units::{Bytes, serde_units};
+use crate::network::{Dim, DimKind};
+use crate::units::{Bandwidth, Bytes, Seconds, serde_units};
 use serde::{Deserialize, Serialize};
 
 /// Pipeline schedule.
@@ -360,8 +360,8 @@ pub struct Span {
     pub n: usize,
     /// Index in the topology of each spanned dimension.
     pub index: [u8; MAX_DIMS],
-    /// The spanned dimensions, each with `size` = the group's extent along it.
-    pub dims: [Option<Dim>; MAX_DIMS],
+    /// The spanned dimensions (first `n`), each with `size` = the group's extent along it.
+    pub dims: [Dim; MAX_DIMS],
 }
 
 /// Where each group lands on the topology.
@@ -378,22 +378,24 @@ pub struct Placement {
 }
 
 impl Span {
+    const PAD: Dim = Dim {
+        kind: DimKind::Switch,
+        size: 1,
+        bandwidth: Bandwidth::new(1.0),
+        latency: Seconds::ZERO,
+        in_network: false,
+        oversubscription: 1.0,
+    };
     const EMPTY: Span = Span {
         size: 1,
         n: 0,
         index: [0; MAX_DIMS],
-        dims: [None; MAX_DIMS],
+        dims: [Span::PAD; MAX_DIMS],
     };
 
-    /// Copies the spanned dims into `buf` and returns them as a slice (for
-    /// `collective::time`).
-    pub fn dims<'a>(&self, buf: &'a mut [Dim; MAX_DIMS]) -> &'a [Dim] {
-        let mut k = 0;
-        for d in self.dims.iter().take(self.n).flatten() {
-            buf[k] = *d;
-            k += 1;
-        }
-        &buf[..k]
+    /// The spanned dimensions, innermost first (for `collective::time`).
+    pub fn slice(&self) -> &[Dim] {
+        &self.dims[..self.n]
     }
 }
 
@@ -436,7 +438,7 @@ impl Cursor<'_> {
             }
             if take > 1 {
                 span.index[span.n] = self.at as u8;
-                span.dims[span.n] = Some(Dim { size: take, ..*dim });
+                span.dims[span.n] = Dim { size: take, ..*dim };
                 span.n += 1;
             }
             need /= take;
@@ -493,9 +495,7 @@ fn merge(a: &Span, b: &Span, size: u32) -> Span {
     out.size = size;
     for i in 0..b.n {
         if out.n > 0 && out.index[out.n - 1] == b.index[i] {
-            if let (Some(prev), Some(d)) = (out.dims[out.n - 1].as_mut(), b.dims[i]) {
-                prev.size *= d.size;
-            }
+            out.dims[out.n - 1].size *= b.dims[i].size;
         } else if out.n < MAX_DIMS {
             out.index[out.n] = b.index[i];
             out.dims[out.n] = b.dims[i];

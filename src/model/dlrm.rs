@@ -55,6 +55,8 @@ pub struct Dlrm {
     pub element_bytes: f64,
     /// Activation elements kept per sample (MLP outputs + interaction).
     pub activations: f64,
+    /// Typical MLP width, √(MLP parameters / MLP layers), for the GEMM shape.
+    pub mlp_width: f64,
 }
 
 impl Dlrm {
@@ -83,6 +85,7 @@ impl Dlrm {
         let mut top = vec![(dim + pairs) as u32];
         top.extend_from_slice(&s.top_mlp);
         let (mut params, mut flops, mut acts) = (0.0, 2.0 * pairs * dim, pairs);
+        let n_layers = (s.bottom_mlp.len() - 1 + top.len() - 1) as f64;
         for w in s.bottom_mlp.windows(2).chain(top.windows(2)) {
             let (i, o) = (w[0] as f64, w[1] as f64);
             params += i * o + o;
@@ -98,6 +101,7 @@ impl Dlrm {
             lookup_bytes: t * s.pooling as f64 * dim * s.embedding_bytes as f64,
             element_bytes: s.embedding_bytes as f64,
             activations: acts,
+            mlp_width: (params / n_layers).sqrt(),
         })
     }
 

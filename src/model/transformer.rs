@@ -59,6 +59,9 @@ pub struct TransformerSpec {
     /// Linear layers have biases (GPT) or not (LLaMA).
     #[serde(default = "yes")]
     pub bias: bool,
+    /// Causal (decoder) attention: fused attention skips the masked half (BERT: false).
+    #[serde(default = "yes")]
+    pub causal: bool,
     /// Mixture of experts.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub moe: Option<MoeSpec>,
@@ -95,6 +98,10 @@ pub struct Transformer {
     pub top_k: u32,
     /// Shared input/output embedding.
     pub tied: bool,
+    /// Linear layers have biases; also taken to mean dropout is on (GPT, BERT).
+    pub bias: bool,
+    /// Causal attention.
+    pub causal: bool,
     /// Parameters of one layer's attention block (QKV + projection + biases).
     pub attn_params: f64,
     /// Parameters of one expert's MLP (one dense MLP when not MoE).
@@ -167,6 +174,8 @@ impl Transformer {
             experts,
             top_k,
             tied: spec.tied_embeddings,
+            bias: spec.bias,
+            causal: spec.causal,
             attn_params,
             mlp_params,
             other_layer_params: norm + router,
@@ -228,6 +237,7 @@ mod tests {
             tied_embeddings: true,
             learned_positions: true,
             bias: true,
+            causal: true,
             moe: None,
         })
         .unwrap()
@@ -272,6 +282,7 @@ mod tests {
             tied_embeddings: false,
             learned_positions: false,
             bias: false,
+            causal: true,
             moe: None,
         })
         .unwrap();
