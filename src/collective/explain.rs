@@ -112,12 +112,15 @@ fn total_line(t: &CollectiveTime, opts: &Options) -> String {
         } else {
             terms.join(" + ")
         };
-        return format!("T = Σ phases = {sum} = {}", t.total);
+        return match t.n_phases {
+            0 | 1 => format!("T = {}", precise(t.total)),
+            _ => format!("T = Σ phases = {sum} = {}", precise(t.total)),
+        };
     }
     if opts.schedule == Schedule::Themis {
         return format!(
             "T = Σ_s t_s(chunk 1) + max_d Σ_(c≥2) t_(c,d) (Themis: each chunk orders the dimensions least-loaded first) = {}",
-            t.total
+            precise(t.total)
         );
     }
     let c = opts.chunks as f64;
@@ -130,7 +133,7 @@ fn total_line(t: &CollectiveTime, opts: &Options) -> String {
     format!(
         "T = Σ_s t_s(n/C) + (C−1)·max_d Σ_(s on d) t_s(n/C) = {sum} + {} × {max} = {}",
         opts.chunks - 1,
-        t.total
+        precise(t.total)
     )
 }
 
@@ -156,13 +159,40 @@ pub fn factor_expr(op: Collective) -> &'static str {
     }
 }
 
-/// Wraps an expression in parentheses when it has more than one term.
+/// Wraps an expression in parentheses when it has a top-level sum or difference.
 fn paren(e: &str) -> String {
-    if e.contains([' ', '+', '−'])
-        && !(e.starts_with('(') && e.ends_with(')') && e.matches('(').count() == 1)
-    {
+    let mut depth = 0i32;
+    let top_level = e.chars().any(|c| {
+        match c {
+            '(' | '⌊' | '⌈' => depth += 1,
+            ')' | '⌋' | '⌉' => depth -= 1,
+            _ => {}
+        }
+        depth == 0 && matches!(c, '+' | '−' | ' ')
+    });
+    if top_level {
         format!("({e})")
     } else {
         e.to_string()
     }
+}
+
+/// A time with six significant digits (17.507 ms), for totals a user checks by hand.
+pub fn precise(t: Seconds) -> String {
+    let v = t.get();
+    let (x, u) = match v.abs() {
+        a if a == 0.0 => (0.0, "s"),
+        a if a < 1e-6 => (v * 1e9, "ns"),
+        a if a < 1e-3 => (v * 1e6, "us"),
+        a if a < 1.0 => (v * 1e3, "ms"),
+        _ => (v, "s"),
+    };
+    let digits = (5 - x.abs().max(1e-300).log10().floor() as i32).clamp(0, 9) as usize;
+    let s = format!("{x:.digits$}");
+    let s = if s.contains('.') {
+        s.trim_end_matches('0').trim_end_matches('.').to_string()
+    } else {
+        s
+    };
+    format!("{s} {u}")
 }

@@ -68,9 +68,14 @@ impl Stages {
     }
 }
 
+/// Whether halving-doubling implements `op` (everything but all-to-all and send/recv).
+pub fn applies(op: Collective, _dim: &Dim) -> bool {
+    !matches!(op, Collective::AllToAll | Collective::SendRecv)
+}
+
 /// The halving-doubling cost of `op` on `dim` (see the module documentation).
 pub fn cost(op: Collective, dim: &Dim) -> Result<Cost> {
-    if matches!(op, Collective::AllToAll | Collective::SendRecv) {
+    if !applies(op, dim) {
         return Err(Error::Unsupported(format!(
             "halving-doubling does not implement {} (use ring or direct)",
             op.name()

@@ -15,6 +15,17 @@ use super::cost::{self, Cost};
 use crate::error::{Error, Result};
 use crate::network::{Dim, DimKind};
 
+/// Whether in-network reduction implements `op` on `dim`: a reduction or multicast
+/// collective on a Switch declared `in-network`.
+pub fn applies(op: Collective, dim: &Dim) -> bool {
+    use Collective::*;
+    matches!(
+        op,
+        AllReduce | ReduceScatter | AllGather | Reduce | Broadcast
+    ) && dim.kind == DimKind::Switch
+        && dim.in_network
+}
+
 /// The in-network cost of `op` on `dim`.
 pub fn cost(op: Collective, dim: &Dim) -> Result<Cost> {
     use Collective::*;

@@ -272,6 +272,17 @@ pub fn dim_cost(op: Collective, alg: Algorithm, dim: &Dim) -> Result<Cost> {
     }
 }
 
+/// Whether `alg` implements `op` on `dim` (checked without allocating; `Auto` always does).
+pub fn applies(op: Collective, alg: Algorithm, dim: &Dim) -> bool {
+    match alg {
+        Algorithm::Auto | Algorithm::Ring | Algorithm::Direct => true,
+        Algorithm::HalvingDoubling => halving_doubling::applies(op, dim),
+        Algorithm::DoubleBinaryTree => tree::applies(op, dim),
+        Algorithm::ParameterServer => parameter_server::applies(op, dim),
+        Algorithm::InNetwork => in_network::applies(op, dim),
+    }
+}
+
 /// The algorithm `alg` resolves to for `op` on `dim` with `size` bytes, and its cost.
 /// `Auto` tries every algorithm that applies and keeps the fastest (ties go to the earlier
 /// one in [`Algorithm::ALL`]).
@@ -281,6 +292,9 @@ pub fn select(op: Collective, alg: Algorithm, dim: &Dim, size: Bytes) -> Result<
     }
     let mut best: Option<(Algorithm, Cost, Seconds)> = None;
     for a in &Algorithm::ALL[1..] {
+        if !applies(op, *a, dim) {
+            continue;
+        }
         if let Ok(c) = dim_cost(op, *a, dim) {
             let t = c.time(dim, size);
             if best.is_none_or(|(_, _, bt)| t < bt) {

@@ -26,9 +26,14 @@ use super::cost::{self, Cost};
 use crate::error::{Error, Result};
 use crate::network::{Dim, DimKind};
 
+/// Whether the parameter server implements `op` (everything but all-to-all and send/recv).
+pub fn applies(op: Collective, _dim: &Dim) -> bool {
+    !matches!(op, Collective::AllToAll | Collective::SendRecv)
+}
+
 /// The parameter-server cost of `op` on `dim` (see the module table).
 pub fn cost(op: Collective, dim: &Dim) -> Result<Cost> {
-    if matches!(op, Collective::AllToAll | Collective::SendRecv) {
+    if !applies(op, dim) {
         return Err(Error::Unsupported(format!(
             "parameter-server does not implement {} (use ring or direct)",
             op.name()

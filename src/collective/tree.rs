@@ -27,6 +27,15 @@ use super::cost::{self, Cost};
 use crate::error::{Error, Result};
 use crate::network::{Dim, DimKind};
 
+/// Whether the double binary tree implements `op` on `dim`: all-reduce, broadcast and
+/// reduce, on a Switch or FullyConnected block.
+pub fn applies(op: Collective, dim: &Dim) -> bool {
+    matches!(
+        op,
+        Collective::AllReduce | Collective::Broadcast | Collective::Reduce
+    ) && dim.kind != DimKind::Ring
+}
+
 /// The double-binary-tree cost of `op` on `dim` (see the module documentation).
 pub fn cost(op: Collective, dim: &Dim) -> Result<Cost> {
     let all_reduce = match op {
