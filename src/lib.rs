@@ -12,6 +12,7 @@ pub mod astra;
 pub mod catalog;
 pub mod cli;
 pub mod collective;
+pub mod compare;
 pub mod compute;
 pub mod error;
 pub mod estimate;
