@@ -181,7 +181,7 @@ fn paren(e: &str) -> String {
 pub fn precise(t: Seconds) -> String {
     let v = t.get();
     let (x, u) = match v.abs() {
-        a if a == 0.0 => (0.0, "s"),
+        0.0 => (0.0, "s"),
         a if a < 1e-6 => (v * 1e9, "ns"),
         a if a < 1e-3 => (v * 1e6, "us"),
         a if a < 1.0 => (v * 1e3, "ms"),

@@ -44,7 +44,7 @@ pub fn cost(op: Collective, dim: &Dim) -> Result<Cost> {
     }
     let p = cost::p(dim);
     let (h, steps_expr) = match dim.kind {
-        DimKind::Ring => (((dim.size + 1) / 2) as f64, "2⌊(p+1)/2⌋"),
+        DimKind::Ring => (dim.size.div_ceil(2) as f64, "2⌊(p+1)/2⌋"),
         _ => (1.0, "2"),
     };
     let (factor, factor_expr) = match op {
