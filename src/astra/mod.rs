@@ -5,8 +5,12 @@
 //! model on the same inputs ([`physical`]); and writers for all of them ([`export`]).
 
 pub mod chakra;
+pub mod critical;
+pub mod export;
 pub mod model;
 pub mod network_yaml;
 pub mod phases;
+pub mod physical;
 pub mod schedule;
 pub mod system_json;
+pub mod trace;

@@ -1,0 +1,415 @@
+//! Whole Chakra workloads: reads `<prefix>.<rank>.et` for every NPU of the network (in
+//! parallel), turns each node into a compact task with its cost, and hands the per-NPU
+//! DAGs to [`super::critical`] for the critical path.
+//!
+//! Costs, as ASTRA-sim's `Workload` and `Roofline` assign them:
+//! - COMP_NODE with roofline: ⌊1e9 · num_ops / min(LMBW · num_ops / tensor_size, peak)⌋ ns,
+//!   LMBW = local-mem-bw ×1e9 B/s, peak = peak-perf ×1e12 FLOP/s (`num_ops` and
+//!   `tensor_size` are read as FLOP and bytes, whatever the generator meant); nodes with
+//!   tensor_size 0 or num_ops 0 cost nothing. Without roofline: the recorded
+//!   `duration_micros` ×1000.
+//! - MEM_LOAD/STORE_NODE: tensor_size / LMBW (local memory; NO_MEMORY_EXPANSION).
+//! - COMM_COLL_NODE: [`super::model`] for the whole system (no `pg_name`) or for the
+//!   communicator group named by `pg_name` (`--comm-group-configuration`): one logical
+//!   dimension over the group's members, whose links are those of the slowest network
+//!   dimension between consecutive members (ASTRA-sim routes each message in the first
+//!   dimension where the two ranks differ).
+//! - COMM_SEND/RECV_NODE: one message T_h(comm_size) between the two ranks.
+
+use super::chakra::{self, comm_type, node_type};
+use super::model::{self, Knobs, Op};
+use super::network_yaml::AstraNetwork;
+use super::phases::{Impl, LogicalDim};
+use super::system_json::AstraSystem;
+use crate::error::{Error, Result};
+use rayon::prelude::*;
+use std::collections::HashMap;
+use std::path::Path;
+
+/// What a task does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// Computation on the NPU's compute unit.
+    Comp,
+    /// Local memory access.
+    Mem,
+    /// Collective number `.0` of [`Workload::collectives`].
+    Coll(u32),
+    /// Send to rank `.0` with tag `.1`.
+    Send(u32, u64),
+    /// Receive from rank `.0` with tag `.1`.
+    Recv(u32, u64),
+    /// Costs nothing (metadata and unknown node types).
+    Nop,
+}
+
+/// One node of one NPU's DAG.
+#[derive(Clone, Copy, Debug)]
+pub struct Task {
+    /// Chakra node id (issue order among ready nodes).
+    pub id: u64,
+    /// What it does.
+    pub kind: Kind,
+    /// Duration in ns (compute, memory, message time).
+    pub ns: u64,
+    /// Number of dependencies.
+    pub deps: u32,
+}
+
+/// One NPU's DAG: tasks and successor lists (CSR).
+#[derive(Clone, Debug, Default)]
+pub struct Npu {
+    /// Tasks in file order.
+    pub tasks: Vec<Task>,
+    /// `succ[succ_start[i]..succ_start[i+1]]` are the tasks that wait for task i.
+    pub succ_start: Vec<u32>,
+    /// Successor indices.
+    pub succ: Vec<u32>,
+}
+
+/// A distinct collective of the workload: its group and its cost.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CollInfo {
+    /// Collective.
+    pub op: Op,
+    /// comm_size, bytes.
+    pub size: u64,
+    /// Group key (`pg_name`, or "" for all NPUs).
+    pub group: String,
+    /// Members (ranks).
+    pub members: Vec<u32>,
+    /// Duration once every member has started it and nothing else shares its queue, ns.
+    pub ns: u64,
+    /// Pieces it occupies its members' collective queue with (its chunks when it has one
+    /// phase; 1 piece of `ns` for multi-phase collectives).
+    pub pieces: u64,
+    /// Duration of one piece, ns.
+    pub piece_ns: u64,
+}
+
+/// A whole workload ready for the critical path.
+#[derive(Clone, Debug, Default)]
+pub struct Workload {
+    /// One DAG per NPU.
+    pub npus: Vec<Npu>,
+    /// Distinct collectives.
+    pub collectives: Vec<CollInfo>,
+    /// Pieces a collective queue runs at once (active-chunks-per-dimension).
+    pub active: u32,
+}
+
+/// Communicator groups: `{"<id>": [ranks...], ...}` (ASTRA-sim `--comm-group-configuration`).
+pub fn read_comm_groups(text: &str, what: &str) -> Result<HashMap<String, Vec<u32>>> {
+    serde_json::from_str(text).map_err(|e| Error::File {
+        path: what.into(),
+        message: format!("{e} (expected {{\"<group id>\": [rank, ...], ...}})"),
+    })
+}
+
+/// Inputs shared by every NPU's conversion.
+pub struct Ctx<'a> {
+    /// The network.
+    pub net: &'a AstraNetwork,
+    /// The system.
+    pub sys: &'a AstraSystem,
+    /// Frontend knobs.
+    pub knobs: &'a Knobs,
+    /// Communicator groups, if given.
+    pub groups: Option<&'a HashMap<String, Vec<u32>>>,
+}
+
+/// Reads every NPU's trace under `prefix` and converts it.
+pub fn load(prefix: &Path, ctx: &Ctx) -> Result<Workload> {
+    let n = ctx.net.npus() as usize;
+    let files: Vec<chakra::TraceFile> = (0..n)
+        .into_par_iter()
+        .map(|r| chakra::read_file(&chakra::rank_path(prefix, r)))
+        .collect::<Result<_>>()?;
+    convert(&files, ctx)
+}
+
+/// Converts decoded traces (one per NPU, rank order) into a [`Workload`].
+pub fn convert(files: &[chakra::TraceFile], ctx: &Ctx) -> Result<Workload> {
+    if files.len() as u64 != ctx.net.npus() {
+        return Err(Error::input(
+            "workload",
+            format!(
+                "{} traces for a network of {} NPUs",
+                files.len(),
+                ctx.net.npus()
+            ),
+        ));
+    }
+    let mut colls: Vec<CollInfo> = Vec::new();
+    let mut index: HashMap<(Op, u64, String, Vec<bool>), u32> = HashMap::new();
+    let mut npus = Vec::with_capacity(files.len());
+    for (rank, f) in files.iter().enumerate() {
+        let mut tasks = Vec::with_capacity(f.nodes.len());
+        for node in &f.nodes {
+            let what = || format!("rank {rank} node {} ('{}')", node.id, node.name);
+            let kind_ns = task_cost(node, rank, ctx, &mut colls, &mut index)
+                .map_err(|e| e.context(what()))?;
+            tasks.push(kind_ns);
+        }
+        npus.push(link(f, tasks, rank)?);
+    }
+    let q = ctx.knobs.queues_per_dim.max(1);
+    Ok(Workload {
+        npus,
+        collectives: colls,
+        active: ctx.sys.active_chunks.div_ceil(q) * q,
+    })
+}
+
+fn task_cost(
+    node: &chakra::Node,
+    rank: usize,
+    ctx: &Ctx,
+    colls: &mut Vec<CollInfo>,
+    index: &mut HashMap<(Op, u64, String, Vec<bool>), u32>,
+) -> Result<Task> {
+    let mut t = Task {
+        id: node.id,
+        kind: Kind::Nop,
+        ns: 0,
+        deps: 0,
+    };
+    let lmbw = ctx.sys.local_mem_bw_gbps;
+    match node.r#type {
+        node_type::COMP => {
+            t.kind = Kind::Comp;
+            t.ns = comp_ns(node, ctx.sys)?;
+        }
+        node_type::MEM_LOAD | node_type::MEM_STORE => {
+            t.kind = Kind::Mem;
+            t.ns = (node.attr_u64("tensor_size")?.unwrap_or(0) as f64 / lmbw).floor() as u64;
+        }
+        node_type::COMM_COLL => {
+            let key = coll_key(node)?;
+            let id = match index.get(&key) {
+                Some(&i) => i,
+                None => {
+                    let info = coll_info(&key, ctx)?;
+                    colls.push(info);
+                    index.insert(key, colls.len() as u32 - 1);
+                    colls.len() as u32 - 1
+                }
+            };
+            t.kind = Kind::Coll(id);
+        }
+        node_type::COMM_SEND | node_type::COMM_RECV => {
+            let send = node.r#type == node_type::COMM_SEND;
+            let peer_key = if send { "comm_dst" } else { "comm_src" };
+            let peer = node
+                .attr_u64(peer_key)?
+                .ok_or_else(|| Error::input(peer_key, "missing"))?;
+            if peer >= ctx.net.npus() {
+                return Err(Error::input(
+                    peer_key,
+                    format!("rank {peer} is outside the network"),
+                ));
+            }
+            let tag = node.attr_u64("comm_tag")?.unwrap_or(0);
+            let size = node.attr_u64("comm_size")?.unwrap_or(0);
+            t.ns = p2p_ns(ctx.net, rank as u64, peer, size);
+            t.kind = if send {
+                Kind::Send(peer as u32, tag)
+            } else {
+                Kind::Recv(peer as u32, tag)
+            };
+        }
+        _ => {}
+    }
+    Ok(t)
+}
+
+/// Roofline (or recorded) time of a compute node, ns.
+fn comp_ns(node: &chakra::Node, sys: &AstraSystem) -> Result<u64> {
+    if !sys.roofline {
+        return Ok(node.duration_micros.saturating_mul(1000));
+    }
+    let ops = node.attr_u64("num_ops")?.unwrap_or(0) as f64;
+    let bytes = node.attr_u64("tensor_size")?.unwrap_or(0) as f64;
+    if ops == 0.0 || bytes == 0.0 {
+        return Ok(0);
+    }
+    let peak = sys.peak_perf_tflops * 1e12;
+    if peak <= 0.0 {
+        return Err(Error::input(
+            "peak-perf",
+            "must be > 0 TFLOP/s when roofline-enabled is 1",
+        ));
+    }
+    let perf = (sys.local_mem_bw_gbps * 1e9 * ops / bytes).min(peak);
+    Ok((1e9 * ops / perf).floor() as u64)
+}
+
+/// Message time between two ranks: T_h(m) in the first dimension where they differ.
+pub fn p2p_ns(net: &AstraNetwork, a: u64, b: u64, size: u64) -> u64 {
+    match net.route(a, b) {
+        Some((d, h)) => {
+            let dim = &net.dims[d];
+            (h as f64 * dim.latency_ns + size as f64 / dim.beta_bytes_per_ns()).floor() as u64
+        }
+        None => 0,
+    }
+}
+
+fn coll_key(node: &chakra::Node) -> Result<(Op, u64, String, Vec<bool>)> {
+    let ct = node
+        .attr("comm_type")
+        .and_then(|a| a.as_i128())
+        .ok_or_else(|| Error::input("comm_type", "missing"))?;
+    let op = match ct as i64 {
+        comm_type::ALL_REDUCE => Op::AllReduce,
+        comm_type::ALL_GATHER => Op::AllGather,
+        comm_type::REDUCE_SCATTER => Op::ReduceScatter,
+        comm_type::ALL_TO_ALL => Op::AllToAll,
+        other => {
+            return Err(Error::Unsupported(format!(
+                "collective comm_type {other} has no native ASTRA-sim implementation"
+            )));
+        }
+    };
+    let size = node.attr_u64("comm_size")?.unwrap_or(0);
+    let group = match node.attr("pg_name").and_then(|a| a.value.as_ref()) {
+        Some(chakra::AttrValue::Str(s)) => s.clone(),
+        _ => String::new(),
+    };
+    let involved = match node.attr("involved_dim").and_then(|a| a.value.as_ref()) {
+        Some(chakra::AttrValue::BoolList(l)) => l.values.clone(),
+        _ => Vec::new(),
+    };
+    Ok((op, size, group, involved))
+}
+
+fn coll_info(key: &(Op, u64, String, Vec<bool>), ctx: &Ctx) -> Result<CollInfo> {
+    let (op, size, group, involved) = key;
+    let n = ctx.net.npus() as u32;
+    let members: Vec<u32> = if group.is_empty() {
+        (0..n).collect()
+    } else {
+        let groups = ctx.groups.ok_or_else(|| {
+            Error::input(
+                "--comm-group-configuration",
+                format!("the trace names communicator group '{group}'; give the groups JSON"),
+            )
+        })?;
+        groups.get(group).cloned().ok_or_else(|| {
+            let names: Vec<&str> = groups.keys().map(|s| s.as_str()).collect();
+            Error::unknown("communicator group", group, &names)
+        })?
+    };
+    if let Some(&bad) = members.iter().find(|&&m| m >= n) {
+        return Err(Error::input(
+            format!("communicator group '{group}'"),
+            format!("rank {bad} is outside the network of {n} NPUs"),
+        ));
+    }
+    let whole =
+        members.len() as u32 == n && members.iter().enumerate().all(|(i, &m)| m == i as u32);
+    let inv = (!involved.is_empty()).then_some(involved.as_slice());
+    let b = if whole {
+        Some(model::collective(
+            *op, *size, ctx.net, ctx.sys, ctx.knobs, inv,
+        )?)
+    } else {
+        group_breakdown(*op, *size, &members, ctx)?
+    };
+    let (ns, pieces, piece_ns) = match b {
+        None => (0, 0, 0),
+        Some(b) => match b.phases() {
+            [] => (0, 0, 0),
+            [one] => (b.total_ns, b.chunks, one.ns),
+            _ => (b.total_ns, 1, b.total_ns),
+        },
+    };
+    Ok(CollInfo {
+        op: *op,
+        size: *size,
+        group: group.clone(),
+        members,
+        ns,
+        pieces,
+        piece_ns,
+    })
+}
+
+/// A collective over a communicator group smaller than the system: ASTRA-sim
+/// (`CommunicatorGroup::get_collective_plan`) runs it as one ring over the members
+/// (`RingTopology`, implementation `Ring` whatever the system JSON says); each message
+/// takes the links of the first dimension where the two ranks differ; here every step
+/// is costed on the slowest such link of the ring.
+fn group_breakdown(
+    op: Op,
+    size: u64,
+    members: &[u32],
+    ctx: &Ctx,
+) -> Result<Option<model::Breakdown>> {
+    if members.len() < 2 {
+        return Ok(None);
+    }
+    let mut worst: Option<(f64, usize, u64)> = None;
+    for (i, &a) in members.iter().enumerate() {
+        let b = members[(i + 1) % members.len()];
+        if let Some((d, h)) = ctx.net.route(a as u64, b as u64) {
+            let dim = &ctx.net.dims[d];
+            let cost = h as f64 * dim.latency_ns + 1e6 / dim.beta_bytes_per_ns();
+            if worst.is_none_or(|w| cost > w.0) {
+                worst = Some((cost, d, h));
+            }
+        }
+    }
+    let Some((_, d, h)) = worst else {
+        return Ok(None);
+    };
+    let mut ld = LogicalDim::spanning(&ctx.net.dims[d], members.len() as u64);
+    ld.fixed_hops = h;
+    let b = model::run(
+        op,
+        size,
+        &[ld],
+        &[Impl::Ring],
+        ctx.net.npus(),
+        ctx.sys,
+        ctx.knobs,
+        None,
+    )?;
+    Ok(Some(b))
+}
+
+/// Builds the successor lists and dependency counts of one NPU.
+fn link(f: &chakra::TraceFile, mut tasks: Vec<Task>, rank: usize) -> Result<Npu> {
+    let pos: HashMap<u64, u32> = f
+        .nodes
+        .iter()
+        .enumerate()
+        .map(|(i, n)| (n.id, i as u32))
+        .collect();
+    let mut edges: Vec<(u32, u32)> = Vec::new();
+    for (i, n) in f.nodes.iter().enumerate() {
+        for dep in n.data_deps.iter().chain(&n.ctrl_deps) {
+            let &p = pos.get(dep).ok_or_else(|| {
+                Error::input(
+                    format!("rank {rank} node {} ('{}')", n.id, n.name),
+                    format!("depends on node {dep}, which is not in the trace"),
+                )
+            })?;
+            edges.push((p, i as u32));
+            tasks[i].deps += 1;
+        }
+    }
+    edges.sort_unstable();
+    let mut succ_start = vec![0u32; tasks.len() + 1];
+    for &(from, _) in &edges {
+        succ_start[from as usize + 1] += 1;
+    }
+    for i in 0..tasks.len() {
+        succ_start[i + 1] += succ_start[i];
+    }
+    Ok(Npu {
+        tasks,
+        succ_start,
+        succ: edges.into_iter().map(|(_, to)| to).collect(),
+    })
+}
