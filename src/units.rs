@@ -368,7 +368,7 @@ pub fn sig(v: f64) -> String {
 }
 
 impl fmt::Display for Bytes {
-    /// Binary units at and above 1 KiB when the value is an exact multiple, else decimal.
+    /// Binary units (KiB, MiB, GiB, …) with about four significant digits.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let v = self.0;
         const IEC: [(f64, &str); 5] = [
@@ -378,11 +378,6 @@ impl fmt::Display for Bytes {
             (1024.0 * 1024.0, "MiB"),
             (1024.0, "KiB"),
         ];
-        for (k, u) in IEC {
-            if v >= k && (v / k).fract() == 0.0 {
-                return write!(f, "{} {u}", v / k);
-            }
-        }
         for (k, u) in IEC {
             if v >= k {
                 return write!(f, "{} {u}", sig(v / k));

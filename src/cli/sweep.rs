@@ -1,20 +1,305 @@
-//! `astrolabe sweep`: flags and execution.
+//! `astrolabe sweep`: flags, assembling the grid from flags and a sweep file, running it,
+//! and the optional `--all` stream and `--plot`.
 
 use super::OutputArgs;
+use crate::catalog;
 use crate::error::{Error, Result};
 use crate::report::Report;
+use crate::sweep::driver::{Outcome, RunOptions};
+use crate::sweep::file::{self, SweepFile};
+use crate::sweep::grid::{Axes, Grid};
+use crate::sweep::objective::Objective;
+use crate::sweep::search::{self, Hit, SearchOptions};
+use crate::sweep::{all, report};
+use crate::units::parse_bandwidth;
 use clap::Args;
+use std::io::IsTerminal;
+use std::path::PathBuf;
 
-/// Flags of `astrolabe sweep`.
+/// Flags of `astrolabe sweep`. Lists are comma-separated (`--tp 2,4,8`); an axis not given
+/// takes its default list (see `Axes::default_for`).
 #[derive(Debug, Args)]
 pub struct SweepArgs {
+    /// Model name (see `astrolabe list`) or path to a model TOML.
+    #[arg(long)]
+    pub model: Option<String>,
+    /// System name or path to a system TOML.
+    #[arg(long)]
+    pub system: Option<String>,
+    /// Device counts to search (comma-separated).
+    #[arg(long, value_delimiter = ',')]
+    pub gpus: Vec<u32>,
+    /// Global batch in sequences.
+    #[arg(long)]
+    pub global_batch: Option<u32>,
+    /// A sweep file (TOML); flags override its fields.
+    #[arg(long)]
+    pub scenario: Option<PathBuf>,
+    /// How many ranked plans to print.
+    #[arg(long)]
+    pub top: Option<usize>,
+    /// Rank by: time, tokens, mfu, memory, headroom, cost.
+    #[arg(long)]
+    pub sort: Option<String>,
+    /// The two objectives of the Pareto front, e.g. "time,memory".
+    #[arg(long)]
+    pub pareto: Option<String>,
+    /// Tensor-parallel degrees.
+    #[arg(long, value_delimiter = ',')]
+    pub tp: Vec<u32>,
+    /// Pipeline degrees.
+    #[arg(long, value_delimiter = ',')]
+    pub pp: Vec<u32>,
+    /// Expert-parallel degrees.
+    #[arg(long, value_delimiter = ',')]
+    pub ep: Vec<u32>,
+    /// Micro-batch sizes.
+    #[arg(long, value_delimiter = ',')]
+    pub micro_batch: Vec<u32>,
+    /// Pipeline schedules: gpipe, 1f1b, interleaved:V.
+    #[arg(long, value_delimiter = ',')]
+    pub schedule: Vec<String>,
+    /// ZeRO stages (0–3).
+    #[arg(long, value_delimiter = ',')]
+    pub zero: Vec<u8>,
+    /// Recomputation modes: none, selective, full.
+    #[arg(long, value_delimiter = ',')]
+    pub recompute: Vec<String>,
+    /// Sequence parallel values (true,false).
+    #[arg(long, value_delimiter = ',')]
+    pub sequence_parallel: Vec<bool>,
+    /// DP overlap values.
+    #[arg(long, value_delimiter = ',')]
+    pub dp_overlap: Vec<bool>,
+    /// TP overlap values.
+    #[arg(long, value_delimiter = ',')]
+    pub tp_overlap: Vec<bool>,
+    /// Group orders: tp-dp-pp, tp-pp-dp.
+    #[arg(long, value_delimiter = ',')]
+    pub order: Vec<String>,
+    /// Flash attention values.
+    #[arg(long, value_delimiter = ',')]
+    pub flash_attention: Vec<bool>,
+    /// A network to compare, `NAME=TOPOLOGY` (repeatable), replacing the system's network.
+    #[arg(long = "network")]
+    pub networks: Vec<String>,
+    /// A built-in set of networks to compare: `wafer-vs-conventional` (512 NPUs,
+    /// ASTRA-sim 2.0 case study 1).
+    #[arg(long)]
+    pub network_grid: Option<String>,
+    /// Split this per-NPU bandwidth across the network's dimensions optimally for the best
+    /// plan (B_d ∝ √traffic_d), e.g. "600GB/s".
+    #[arg(long)]
+    pub bandwidth_budget: Option<String>,
+    /// Refuse grids with more configurations than this.
+    #[arg(long)]
+    pub max_configs: Option<u64>,
+    /// Stream every evaluated configuration to FILE (.csv, or .json / .jsonl for JSON lines).
+    #[arg(long, value_name = "FILE")]
+    pub all: Option<PathBuf>,
+    /// Draw the Pareto front and the top plans to an SVG file.
+    #[arg(long, value_name = "FILE.svg")]
+    pub plot: Option<PathBuf>,
+    /// Evaluate on one thread (for checking determinism and timing).
+    #[arg(long)]
+    pub sequential: bool,
     /// Output format and file.
     #[command(flatten)]
     pub out: OutputArgs,
 }
 
+/// Grids larger than this need `--max-configs`.
+pub const DEFAULT_MAX_CONFIGS: u64 = 200_000_000;
+
 /// Runs `astrolabe sweep`.
 pub fn run(args: &SweepArgs) -> Result<Report> {
-    let _ = args;
-    Err(Error::Unsupported("'sweep' is not built yet".into()))
+    let f = match &args.scenario {
+        Some(p) => {
+            let text = std::fs::read_to_string(p).map_err(|source| Error::Io {
+                path: p.clone(),
+                source,
+            })?;
+            catalog::parse_toml::<SweepFile>(&text, p)?
+        }
+        None => SweepFile::default(),
+    };
+    let model_name = args.model.clone().or(f.model.clone()).ok_or_else(|| {
+        Error::input(
+            "--model",
+            "required (a built-in name such as gpt3-175b, or a file)",
+        )
+    })?;
+    let system_name = args.system.clone().or(f.system.clone()).ok_or_else(|| {
+        Error::input(
+            "--system",
+            "required (a built-in name such as dgx-a100, or a file)",
+        )
+    })?;
+    let model = catalog::model(&model_name)?;
+    let system = catalog::system(&system_name)?;
+    let global_batch = args.global_batch.or(f.global_batch).ok_or_else(|| {
+        Error::input(
+            "--global-batch",
+            "required: the global batch in sequences, e.g. 1536",
+        )
+    })?;
+    let axes = build_axes(args, &f, &system)?;
+    let sort = Objective::parse(args.sort.as_deref().or(f.sort.as_deref()).unwrap_or("time"))?;
+    let pareto = Objective::parse_pair(
+        args.pareto
+            .as_deref()
+            .or(f.pareto.as_deref())
+            .unwrap_or("time,memory"),
+    )?;
+    let top = args.top.or(f.top).unwrap_or(10);
+    let grid = Grid::build(&model, &system, global_batch, axes)?;
+    let limit = args
+        .max_configs
+        .or(f.max_configs)
+        .unwrap_or(DEFAULT_MAX_CONFIGS);
+    if grid.total > limit {
+        return Err(Error::input(
+            "--max-configs",
+            format!(
+                "the grid has {} configurations, more than the limit {limit}; pin some axes or pass --max-configs {}",
+                grid.total, grid.total
+            ),
+        ));
+    }
+    let opts = SearchOptions {
+        sort,
+        pareto,
+        run: RunOptions {
+            top_k: top,
+            pareto_cap: 256,
+            parallel: !args.sequential,
+            progress: grid.hot_len() > 2_000_000 && std::io::stderr().is_terminal(),
+        },
+    };
+    let result = match &args.all {
+        Some(path) => {
+            let mut w = all::Writer::create(path, &grid)?;
+            let res = {
+                let mut sink = |i: u64, o: &Outcome<Hit>| w.row(&grid, i, o);
+                search::search(&model, &grid, &opts, Some(&mut sink))
+            };
+            w.finish()?;
+            res
+        }
+        None => search::search(&model, &grid, &opts, None),
+    };
+    let budget = args
+        .bandwidth_budget
+        .as_deref()
+        .or(f.bandwidth_budget.as_deref())
+        .map(|b| parse_bandwidth("--bandwidth-budget", b))
+        .transpose()?;
+    let mut rep = report::build(&model, &grid, &opts, &result, budget)?;
+    if let Some(p) = &args.plot {
+        crate::plot::write_svg(p, &report::plot(&grid, &opts, &result)?)?;
+        rep.notes.push(format!("plot written to {}", p.display()));
+    }
+    Ok(rep)
+}
+
+/// Flags override the file; an axis given in neither takes its default list.
+fn build_axes(a: &SweepArgs, f: &SweepFile, system: &crate::system::System) -> Result<Axes> {
+    let gpus = pick(&a.gpus, &f.gpus).unwrap_or_else(|| vec![system.gpus() as u32]);
+    let mut ax = Axes::default_for(gpus[0]);
+    ax.gpus = gpus;
+    let fa = &f.axes;
+    ax.tp = pick(&a.tp, &fa.tp).unwrap_or_default();
+    ax.pp = pick(&a.pp, &fa.pp).unwrap_or_default();
+    ax.ep = pick(&a.ep, &fa.ep).unwrap_or_default();
+    if let Some(v) = pick(&a.micro_batch, &fa.micro_batch) {
+        ax.micro_batch = v;
+    }
+    if let Some(v) = pick(&a.schedule, &fa.schedule) {
+        ax.schedules = v
+            .iter()
+            .map(|s| file::parse_schedule(s))
+            .collect::<Result<_>>()?;
+    }
+    if let Some(v) = pick(&a.zero, &fa.zero) {
+        ax.zero = v;
+    }
+    if let Some(v) = pick(&a.recompute, &fa.recompute) {
+        ax.recompute = v
+            .iter()
+            .map(|s| file::parse_recompute(s))
+            .collect::<Result<_>>()?;
+    }
+    if let Some(v) = pick(&a.order, &fa.order) {
+        ax.order = v
+            .iter()
+            .map(|s| file::parse_order(s))
+            .collect::<Result<_>>()?;
+    }
+    for (dst, flag, key) in [
+        (&mut ax.sp, &a.sequence_parallel, &fa.sequence_parallel),
+        (&mut ax.dp_overlap, &a.dp_overlap, &fa.dp_overlap),
+        (&mut ax.tp_overlap, &a.tp_overlap, &fa.tp_overlap),
+        (&mut ax.flash, &a.flash_attention, &fa.flash_attention),
+    ] {
+        if let Some(v) = pick(flag, key) {
+            *dst = v;
+        }
+    }
+    if let Some(z) = ax.zero.iter().find(|&&z| z > 3) {
+        return Err(Error::input(
+            "--zero",
+            format!("stage {z} does not exist; expected 0–3"),
+        ));
+    }
+    ax.networks = networks(a, f)?;
+    if !ax.networks.is_empty() && a.gpus.is_empty() && f.gpus.is_none() {
+        ax.gpus = vec![ax.networks[0].1.npus() as u32];
+    }
+    check_nonempty(&ax)?;
+    Ok(ax)
+}
+
+fn pick<T: Clone>(flag: &[T], file: &Option<Vec<T>>) -> Option<Vec<T>> {
+    if !flag.is_empty() {
+        Some(flag.to_vec())
+    } else {
+        file.clone()
+    }
+}
+
+fn networks(a: &SweepArgs, f: &SweepFile) -> Result<Vec<(String, crate::network::Topology)>> {
+    let mut out = Vec::new();
+    if let Some(g) = &a.network_grid {
+        out.extend(crate::sweep::networks::builtin(g)?);
+    }
+    for n in &a.networks {
+        out.push(file::parse_network(n).map_err(|e| e.context("--network"))?);
+    }
+    for (i, n) in f.networks.iter().enumerate() {
+        let t = crate::network::Topology::parse(&n.topology)
+            .map_err(|e| e.context(format!("networks[{i}] '{}'", n.name)))?;
+        out.push((n.name.clone(), t));
+    }
+    Ok(out)
+}
+
+fn check_nonempty(ax: &Axes) -> Result<()> {
+    let lens = [
+        ("micro_batch", ax.micro_batch.len()),
+        ("schedule", ax.schedules.len()),
+        ("zero", ax.zero.len()),
+        ("recompute", ax.recompute.len()),
+        ("sequence_parallel", ax.sp.len()),
+        ("dp_overlap", ax.dp_overlap.len()),
+        ("tp_overlap", ax.tp_overlap.len()),
+        ("order", ax.order.len()),
+        ("flash_attention", ax.flash.len()),
+    ];
+    match lens.iter().find(|(_, n)| *n == 0) {
+        Some((k, _)) => Err(Error::input(
+            *k,
+            "the list is empty; give at least one value",
+        )),
+        None => Ok(()),
+    }
 }

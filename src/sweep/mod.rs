@@ -1,7 +1,17 @@
 //! Sweeps: many configurations evaluated in parallel, filtered, ranked.
 //!
 //! [`rank`] holds the streaming top-k and Pareto set; [`driver`] evaluates a grid of
-//! indices with rayon and merges deterministically.
+//! indices with rayon and merges deterministically; [`grid`] lays out the search space;
+//! [`search`] runs it through the estimate; [`objective`] ranks; [`bandwidth`] splits a
+//! per-NPU bandwidth budget across dimensions.
 
+pub mod all;
+pub mod bandwidth;
 pub mod driver;
+pub mod file;
+pub mod grid;
+pub mod networks;
+pub mod objective;
 pub mod rank;
+pub mod report;
+pub mod search;

@@ -1,0 +1,299 @@
+//! The search space. A grid is the Cartesian product of its [`Axes`]; it is laid out in
+//! two levels so that the hot loop allocates nothing and rarely fails:
+//!
+//! - *structural* axes (device count, network, tp, pp, ep, micro-batch, schedule and
+//!   interleaving depth) decide whether a plan is valid at all. Their product is small
+//!   (thousands), so each combination is validated once up front with `Plan::new`; the
+//!   invalid ones are counted per reason and never reach the hot loop;
+//! - *knob* axes (ZeRO stage, recomputation, sequence parallel, DP/TP overlap, group
+//!   order, flash attention) never make a valid plan invalid; the hot loop decodes a knob
+//!   index (mixed radix) and sets the fields of a copy of the validated plan.
+//!
+//! A knob that has no effect on a plan (sequence parallel with tp = 1, ZeRO with dp = 1,
+//! TP overlap with tp = 1, DP overlap with dp = 1, group order with fewer than two
+//! multi-device groups, flash attention on a non-transformer) would only repeat another
+//! configuration: it is counted as a *redundant* drop so every configuration is counted
+//! once.
+
+use crate::error::{Error, Result};
+use crate::estimate;
+use crate::model::Model;
+use crate::network::Topology;
+use crate::parallel::{Order, Plan, PlanSpec, Recompute, Schedule};
+use crate::system::System;
+
+/// The lists of values each axis takes.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Axes {
+    /// Device counts.
+    pub gpus: Vec<u32>,
+    /// Networks to compare (name, topology); empty means the system's own network.
+    pub networks: Vec<(String, Topology)>,
+    /// Tensor-parallel degrees; empty means every divisor of the device count.
+    pub tp: Vec<u32>,
+    /// Pipeline degrees; empty means every divisor of the device count.
+    pub pp: Vec<u32>,
+    /// Expert-parallel degrees; empty means 1 for dense models, every divisor otherwise.
+    pub ep: Vec<u32>,
+    /// Micro-batch sizes.
+    pub micro_batch: Vec<u32>,
+    /// (schedule, chunks per stage v); v is 1 except for the interleaved schedule.
+    pub schedules: Vec<(Schedule, u32)>,
+    /// ZeRO stages.
+    pub zero: Vec<u8>,
+    /// Recomputation modes.
+    pub recompute: Vec<Recompute>,
+    /// Sequence parallel off/on.
+    pub sp: Vec<bool>,
+    /// DP overlap off/on.
+    pub dp_overlap: Vec<bool>,
+    /// TP overlap off/on.
+    pub tp_overlap: Vec<bool>,
+    /// Group orders on the network.
+    pub order: Vec<Order>,
+    /// Flash attention off/on.
+    pub flash: Vec<bool>,
+}
+
+impl Axes {
+    /// The default grid for `gpus` devices: every factorisation, micro-batches 1–16,
+    /// GPipe, 1F1B and interleaved with v ∈ {2, 4, 8}, ZeRO 0–3, every recomputation mode,
+    /// and both values of every switch.
+    pub fn default_for(gpus: u32) -> Axes {
+        Axes {
+            gpus: vec![gpus],
+            networks: Vec::new(),
+            tp: Vec::new(),
+            pp: Vec::new(),
+            ep: Vec::new(),
+            micro_batch: vec![1, 2, 4, 8, 16],
+            schedules: vec![
+                (Schedule::Gpipe, 1),
+                (Schedule::OneFOneB, 1),
+                (Schedule::Interleaved, 2),
+                (Schedule::Interleaved, 4),
+                (Schedule::Interleaved, 8),
+            ],
+            zero: vec![0, 1, 2, 3],
+            recompute: vec![Recompute::None, Recompute::Selective, Recompute::Full],
+            sp: vec![false, true],
+            dp_overlap: vec![false, true],
+            tp_overlap: vec![false, true],
+            order: vec![Order::TpDpPp, Order::TpPpDp],
+            flash: vec![false, true],
+        }
+    }
+
+    /// Number of knob combinations per structural plan.
+    pub fn knob_count(&self) -> u64 {
+        [
+            self.zero.len(),
+            self.recompute.len(),
+            self.sp.len(),
+            self.dp_overlap.len(),
+            self.tp_overlap.len(),
+            self.order.len(),
+            self.flash.len(),
+        ]
+        .iter()
+        .map(|&n| n as u64)
+        .product()
+    }
+}
+
+/// Every divisor of `n`, ascending.
+pub fn divisors(n: u32) -> Vec<u32> {
+    (1..=n).filter(|d| n.is_multiple_of(*d)).collect()
+}
+
+/// One valid structural plan and the index of the system it runs on.
+#[derive(Clone, Copy, Debug)]
+pub struct Structural {
+    /// The validated plan (knob fields at their first values).
+    pub plan: Plan,
+    /// Index into [`Grid::systems`].
+    pub system: usize,
+}
+
+/// A drop reason and how many configurations it removed.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DropCount {
+    /// What was wrong.
+    pub reason: String,
+    /// How many configurations.
+    pub count: u64,
+}
+
+/// The expanded grid: the systems (one per device count × network), the valid structural
+/// plans, and the counts of invalid structural combinations per reason.
+#[derive(Clone, Debug)]
+pub struct Grid {
+    /// The axes it was built from.
+    pub axes: Axes,
+    /// (label, system) per device count × network.
+    pub systems: Vec<(String, System)>,
+    /// Valid structural plans.
+    pub structural: Vec<Structural>,
+    /// Invalid structural combinations × knobs, per reason.
+    pub invalid: Vec<DropCount>,
+    /// Total configurations in the grid (valid or not).
+    pub total: u64,
+}
+
+impl Grid {
+    /// Expands `axes` for `model` on `base` with this global batch.
+    pub fn build(model: &Model, base: &System, global_batch: u32, axes: Axes) -> Result<Grid> {
+        let mut systems = Vec::new();
+        for &g in &axes.gpus {
+            if axes.networks.is_empty() {
+                let s = base.with_gpus(g)?;
+                systems.push((format!("{} x{g}", base.name()), s));
+            }
+            for (name, topo) in &axes.networks {
+                if topo.npus() != g as u64 {
+                    return Err(Error::input(
+                        "network",
+                        format!("'{name}' has {} NPUs, not {g}", topo.npus()),
+                    ));
+                }
+                let mut s = base.clone();
+                s.topology = topo.clone();
+                systems.push((name.clone(), s));
+            }
+        }
+        let knobs = axes.knob_count();
+        let mut structural = Vec::new();
+        let mut invalid: Vec<DropCount> = Vec::new();
+        let mut total = 0u64;
+        for (si, (_, sys)) in systems.iter().enumerate() {
+            let g = sys.gpus() as u32;
+            let all = divisors(g);
+            let pick = |v: &Vec<u32>| if v.is_empty() { all.clone() } else { v.clone() };
+            let eps = if !axes.ep.is_empty() {
+                axes.ep.clone()
+            } else if model.transformer().is_some_and(|t| t.experts > 1) {
+                all.clone()
+            } else {
+                vec![1]
+            };
+            let explicit = !axes.tp.is_empty() || !axes.pp.is_empty();
+            for &tp in &pick(&axes.tp) {
+                for &pp in &pick(&axes.pp) {
+                    // Only factorisations dp·tp·pp = gpus belong to the default grid;
+                    // explicit lists that do not factorise are counted as invalid.
+                    if !explicit && !g.is_multiple_of(tp * pp) {
+                        continue;
+                    }
+                    for &ep in &eps {
+                        for &mb in &axes.micro_batch {
+                            for &(schedule, v) in &axes.schedules {
+                                total += knobs;
+                                let spec = PlanSpec {
+                                    gpus: Some(g),
+                                    tp,
+                                    pp,
+                                    ep,
+                                    micro_batch: mb,
+                                    global_batch: Some(global_batch),
+                                    schedule,
+                                    virtual_stages: v,
+                                    ..PlanSpec::default()
+                                };
+                                match estimate::plan(model, sys, &spec) {
+                                    Ok(plan) => structural.push(Structural { plan, system: si }),
+                                    Err(e) => count(&mut invalid, &reason(&e), knobs),
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        Ok(Grid {
+            axes,
+            systems,
+            structural,
+            invalid,
+            total,
+        })
+    }
+
+    /// Number of configurations the hot loop visits.
+    pub fn hot_len(&self) -> u64 {
+        self.structural.len() as u64 * self.axes.knob_count()
+    }
+
+    /// The configuration at hot-loop index `i`: the plan with its knobs set, and its
+    /// system index; `None` when the knob combination is redundant for this plan.
+    #[inline]
+    pub fn decode(&self, i: u64) -> Option<(Plan, usize)> {
+        let a = &self.axes;
+        let k = a.knob_count();
+        let s = self.structural[(i / k) as usize];
+        let mut r = i % k;
+        let mut next = |n: usize| {
+            let v = (r % n as u64) as usize;
+            r /= n as u64;
+            v
+        };
+        let mut p = s.plan;
+        p.zero = a.zero[next(a.zero.len())];
+        p.recompute = a.recompute[next(a.recompute.len())];
+        let sp = a.sp[next(a.sp.len())];
+        p.dp_overlap = a.dp_overlap[next(a.dp_overlap.len())];
+        p.tp_overlap = a.tp_overlap[next(a.tp_overlap.len())];
+        p.order = a.order[next(a.order.len())];
+        p.flash_attention = a.flash[next(a.flash.len())];
+        p.sp = sp && p.tp > 1;
+        let groups = (p.dp > 1) as u32 + (p.pp > 1) as u32;
+        let redundant = (sp && p.tp == 1)
+            || (p.zero > 0 && p.dp == 1)
+            || (p.tp_overlap && p.tp == 1)
+            || (p.dp_overlap && p.dp == 1)
+            || (p.order != a.order[0] && groups < 2);
+        (!redundant).then_some((p, s.system))
+    }
+}
+
+/// A stable reason text: the error with its numbers removed, so equal causes group.
+fn reason(e: &Error) -> String {
+    let msg = e.to_string();
+    let mut out = String::with_capacity(msg.len());
+    for c in msg.chars() {
+        if c.is_ascii_digit() {
+            if !out.ends_with('N') {
+                out.push('N');
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out.trim_start_matches("invalid plan: ").to_string()
+}
+
+fn count(v: &mut Vec<DropCount>, reason: &str, n: u64) {
+    match v.iter_mut().find(|d| d.reason == reason) {
+        Some(d) => d.count += n,
+        None => v.push(DropCount {
+            reason: reason.to_string(),
+            count: n,
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn divisors_of_512_and_96() {
+        assert_eq!(divisors(512), vec![1, 2, 4, 8, 16, 32, 64, 128, 256, 512]);
+        assert_eq!(divisors(96).len(), 12); // 96 = 2^5·3 → (5+1)(1+1)
+    }
+
+    #[test]
+    fn knob_count_is_the_product() {
+        let a = Axes::default_for(8);
+        assert_eq!(a.knob_count(), 4 * 3 * 2 * 2 * 2 * 2 * 2);
+    }
+}

@@ -1,0 +1,100 @@
+//! Runs a [`Grid`] through the estimate: decodes each hot-loop index into a plan, evaluates
+//! it, drops what is redundant or does not fit, and streams the rest into the ranking.
+
+use super::driver::{self, Outcome, RunOptions, RunResult, Sink};
+use super::grid::{DropCount, Grid};
+use super::objective::Objective;
+use crate::estimate::{self, Estimate};
+use crate::model::Model;
+
+/// One kept configuration: its estimate and the index of its system in the grid.
+#[derive(Clone, Copy, Debug)]
+pub struct Hit {
+    /// The estimate (it holds the plan).
+    pub est: Estimate,
+    /// Index into [`Grid::systems`].
+    pub system: usize,
+}
+
+/// Reasons the hot loop drops a configuration, by index.
+pub const HOT_REASONS: [&str; 3] = [
+    "redundant: a knob with no effect on this plan (e.g. sequence parallel with tp = 1, ZeRO with dp = 1)",
+    "does not fit in device memory",
+    "cannot be placed on the network",
+];
+
+/// Search settings.
+#[derive(Clone, Copy, Debug)]
+pub struct SearchOptions {
+    /// Ranking objective.
+    pub sort: Objective,
+    /// The two Pareto objectives.
+    pub pareto: (Objective, Objective),
+    /// Driver settings (top-k size, parallelism, progress).
+    pub run: RunOptions,
+}
+
+/// What a search found.
+#[derive(Clone, Debug)]
+pub struct SearchResult {
+    /// Ranked entries and Pareto front.
+    pub run: RunResult<Hit>,
+    /// Every drop reason with its count (structural and hot-loop).
+    pub drops: Vec<DropCount>,
+    /// Full estimates computed (hot-loop configurations that were not redundant).
+    pub estimates: u64,
+    /// Total configurations in the grid.
+    pub total: u64,
+}
+
+impl SearchResult {
+    /// Full estimates per second of wall time.
+    pub fn rate(&self) -> f64 {
+        self.estimates as f64 / self.run.elapsed_s.max(1e-9)
+    }
+}
+
+/// Evaluates hot-loop index `i` of `grid`.
+#[inline]
+pub fn evaluate_index(model: &Model, grid: &Grid, opts: &SearchOptions, i: u64) -> Outcome<Hit> {
+    let Some((plan, si)) = grid.decode(i) else {
+        return Outcome::Dropped(0);
+    };
+    match estimate::evaluate(model, &grid.systems[si].1, &plan) {
+        Err(_) => Outcome::Dropped(2),
+        Ok(e) if !e.memory.fits => Outcome::Dropped(1),
+        Ok(e) => Outcome::Kept {
+            item: Hit { est: e, system: si },
+            key: opts.sort.key(&e),
+            x: opts.pareto.0.key(&e),
+            y: opts.pareto.1.key(&e),
+        },
+    }
+}
+
+/// Searches the whole grid. `sink` receives every hot-loop outcome in index order.
+pub fn search(
+    model: &Model,
+    grid: &Grid,
+    opts: &SearchOptions,
+    sink: Option<Sink<'_, Hit>>,
+) -> SearchResult {
+    let n = grid.hot_len();
+    let run = driver::run(n, opts.run, |i| evaluate_index(model, grid, opts, i), sink);
+    let mut drops = grid.invalid.clone();
+    for (r, name) in HOT_REASONS.iter().enumerate() {
+        if run.dropped[r] > 0 {
+            drops.push(DropCount {
+                reason: name.to_string(),
+                count: run.dropped[r],
+            });
+        }
+    }
+    let estimates = n - run.dropped[0];
+    SearchResult {
+        run,
+        drops,
+        estimates,
+        total: grid.total,
+    }
+}
