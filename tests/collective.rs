@@ -66,7 +66,7 @@ fn unsupported(op: Collective, alg: Algorithm, topo: &str, words: &[&str]) {
 }
 
 #[test]
-fn acceptance_example() {
+fn collective_acceptance_example() {
     // DESIGN.md / issue 2: 1e9 bytes on ring(8, 100GB/s, 500ns).
     let t = Topology::parse(R).unwrap();
     let got = collective::time(AllReduce, Bytes::new(1e9), t.dims(), &Options::default()).unwrap();
@@ -83,7 +83,7 @@ fn acceptance_example() {
 }
 
 #[test]
-fn ring_on_every_block() {
+fn collective_ring_on_every_block() {
     let (a, b) = (5e-7, 1e11); // R
     check(ReduceScatter, Ring, R, 7.0 * a + 7.0 / 8.0 * N / b);
     check(AllGather, Ring, R, 7.0 * a + 7.0 / 8.0 * N / b);
@@ -117,7 +117,7 @@ fn ring_on_every_block() {
 }
 
 #[test]
-fn direct_on_every_block() {
+fn collective_direct_on_every_block() {
     // Ring block: ⌊8/2⌋ = 4 hops; pieces travel 1+2+3+4+3+2+1 = 16 hops in all.
     let (a, b) = (5e-7, 1e11);
     check(ReduceScatter, Direct, R, 4.0 * a + 16.0 / 8.0 * N / b);
@@ -153,7 +153,7 @@ fn direct_on_every_block() {
 }
 
 #[test]
-fn halving_doubling_power_of_two() {
+fn collective_halving_doubling_power_of_two() {
     // Switch: one partner per step at B; log2 8 = 3 steps per pass (Thakur et al. 2005).
     let (a, b) = (2e-6, 2e11);
     check(
@@ -206,7 +206,7 @@ fn halving_doubling_power_of_two() {
 }
 
 #[test]
-fn halving_doubling_not_a_power_of_two() {
+fn collective_halving_doubling_not_a_power_of_two() {
     // p = 6: p' = 4 run the power-of-two algorithm, the 2 extra NPUs hand over their data
     // before (one step) and get the result after (one step) — Thakur et al. 2005 §4.4.
     let (a, b) = (2e-6, 2e11);
@@ -275,7 +275,7 @@ fn halving_doubling_not_a_power_of_two() {
 }
 
 #[test]
-fn double_binary_tree() {
+fn collective_double_binary_tree() {
     // Switch: depth ⌈log2 8⌉ = 3; inner nodes send 2n (all-reduce) or n (broadcast/reduce).
     let (a, b) = (2e-6, 2e11);
     check(AllReduce, DoubleBinaryTree, S, 6.0 * a + 2.0 * N / b);
@@ -314,7 +314,7 @@ fn double_binary_tree() {
 }
 
 #[test]
-fn parameter_server() {
+fn collective_parameter_server() {
     // Switch: the server port carries p·n in and p·n out for all-reduce (Li et al. 2014).
     let (a, b) = (2e-6, 2e11);
     check(
@@ -363,7 +363,7 @@ fn parameter_server() {
 }
 
 #[test]
-fn in_network() {
+fn collective_in_network() {
     // SHARP / NVLS: up once, down once: 2α + n/B.
     let (a, b) = (2e-6, 2e11);
     for op in [AllReduce, ReduceScatter, AllGather, Reduce, Broadcast] {
@@ -389,7 +389,7 @@ fn in_network() {
 }
 
 #[test]
-fn oversubscription_divides_switch_traffic() {
+fn collective_oversubscription_divides_switch_traffic() {
     let (a, b) = (2e-6, 1e11); // B/k = 200/2
     check(AllReduce, Ring, SO, 14.0 * a + 14.0 / 8.0 * N / b);
     check(AllToAll, Direct, SO, a + 7.0 / 8.0 * N / b);
@@ -400,7 +400,7 @@ fn oversubscription_divides_switch_traffic() {
 }
 
 #[test]
-fn auto_picks_the_fastest() {
+fn collective_auto_picks_the_fastest() {
     // In-network beats ring on an in-network switch: 2α + n/B < 14α + 1.75n/B.
     check(AllReduce, Auto, SI, 2.0 * 2e-6 + N / 2e11);
     // Direct all-to-all on a switch.

@@ -29,7 +29,7 @@ unsafe impl GlobalAlloc for Counting {
 static GLOBAL: Counting = Counting;
 
 #[test]
-fn time_does_not_allocate() {
+fn collective_time_does_not_allocate() {
     let topo = Topology::parse(
         "ring(4, 200GB/s, 500ns) x fully_connected(6, 100GB/s, 1us) x switch(16, 50GB/s, 2us, in-network)",
     )

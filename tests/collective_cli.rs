@@ -29,7 +29,7 @@ fn fails(args: &[&str], words: &[&str]) {
 }
 
 #[test]
-fn acceptance_table() {
+fn collective_acceptance_table() {
     cmd()
         .args([
             "collective",
@@ -47,7 +47,7 @@ fn acceptance_table() {
 }
 
 #[test]
-fn acceptance_json_carries_si_values() {
+fn collective_acceptance_json_carries_si_values() {
     let out = cmd()
         .args([
             "collective",
@@ -76,7 +76,7 @@ fn acceptance_json_carries_si_values() {
 }
 
 #[test]
-fn size_range_prints_one_row_per_power_of_two() {
+fn collective_size_range_prints_one_row_per_power_of_two() {
     let out = cmd()
         .args([
             "collective",
@@ -107,7 +107,7 @@ fn size_range_prints_one_row_per_power_of_two() {
 }
 
 #[test]
-fn markdown_and_explain() {
+fn collective_markdown_and_explain() {
     cmd()
         .args([
             "collective",
@@ -142,7 +142,7 @@ fn markdown_and_explain() {
 }
 
 #[test]
-fn system_and_nodes() {
+fn collective_system_and_nodes() {
     cmd()
         .args([
             "collective",
@@ -184,7 +184,7 @@ fn system_and_nodes() {
 }
 
 #[test]
-fn network_toml_file() {
+fn collective_network_toml_file() {
     let dir = std::env::temp_dir().join(format!("astrolabe-collective-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let good = dir.join("net.toml");
@@ -229,7 +229,7 @@ fn network_toml_file() {
 }
 
 #[test]
-fn bad_names_get_did_you_mean() {
+fn collective_bad_names_get_did_you_mean() {
     fails(
         &[
             "collective",
@@ -273,7 +273,7 @@ fn bad_names_get_did_you_mean() {
 }
 
 #[test]
-fn bad_sizes_and_networks() {
+fn collective_bad_sizes_and_networks() {
     fails(
         &[
             "collective",
@@ -360,7 +360,7 @@ fn bad_sizes_and_networks() {
 }
 
 #[test]
-fn algorithm_that_does_not_apply() {
+fn collective_algorithm_that_does_not_apply() {
     fails(
         &[
             "collective",

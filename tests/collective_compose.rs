@@ -35,7 +35,7 @@ fn ring_rs(p: f64, a: f64, b: f64, n: f64) -> f64 {
 }
 
 #[test]
-fn two_dimensional_phases() {
+fn collective_two_dimensional_phases() {
     let n = 1e9;
     let o = ring_opts();
     // all-reduce: RS on the ring (n), AR on the switch (n/4), AG on the ring (n).
@@ -61,7 +61,7 @@ fn two_dimensional_phases() {
 }
 
 #[test]
-fn phase_sizes_and_order() {
+fn collective_phase_sizes_and_order() {
     let t = Topology::parse(TWO).unwrap();
     let r = collective::time(AllReduce, Bytes::new(1e9), t.dims(), &ring_opts()).unwrap();
     let got: Vec<(usize, Collective, f64)> = r
@@ -80,7 +80,7 @@ fn phase_sizes_and_order() {
 }
 
 #[test]
-fn chunks_pipeline_behind_the_busiest_dimension() {
+fn collective_chunks_pipeline_behind_the_busiest_dimension() {
     // Zero latency, C = 4, RS over switch(4, 100GB/s) x switch(4, 100GB/s):
     // per chunk m = n/4: first dim a = 3/4·m/B, second b = a/4.
     let topo = "switch(4, 100GB/s, 0ns) x switch(4, 100GB/s, 0ns)";
@@ -123,7 +123,7 @@ fn chunks_pipeline_behind_the_busiest_dimension() {
 }
 
 #[test]
-fn themis_reaches_the_bandwidth_bound() {
+fn collective_themis_reaches_the_bandwidth_bound() {
     // Many chunks: T → max_d (bytes through d / B_d). Both dims carry, over all chunks,
     // half the chunks at full size and half at a quarter: (3/4·n/2 + 3/4·n/8)/B each.
     let topo = "switch(4, 100GB/s, 0ns) x switch(4, 100GB/s, 0ns)";
@@ -147,7 +147,7 @@ fn themis_reaches_the_bandwidth_bound() {
 }
 
 #[test]
-fn group_of_one_costs_nothing() {
+fn collective_group_of_one_costs_nothing() {
     for op in Collective::ALL {
         for alg in Algorithm::ALL {
             let topo = "switch(1, 100GB/s, 1us, in-network) x ring(1, 1GB/s, 1ms)";
@@ -170,7 +170,7 @@ fn group_of_one_costs_nothing() {
 }
 
 #[test]
-fn large_sizes_reach_busbw_b_for_bandwidth_optimal_algorithms() {
+fn collective_large_sizes_reach_busbw_b_for_bandwidth_optimal_algorithms() {
     let cases = [
         (AllReduce, Algorithm::Ring, "ring(8, 100GB/s, 500ns)", 1e11),
         (
@@ -255,7 +255,7 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(400))]
 
     #[test]
-    fn time_never_falls_as_size_grows((op, dims, chunks, n) in arb_case(), grow in 1.0..100.0f64) {
+    fn collective_time_never_falls_as_size_grows((op, dims, chunks, n) in arb_case(), grow in 1.0..100.0f64) {
         let o = Options { chunks, ..Options::default() };
         let t1 = collective::time(op, Bytes::new(n), &dims, &o).unwrap().total.get();
         let t2 = collective::time(op, Bytes::new(n * grow), &dims, &o).unwrap().total.get();
@@ -263,7 +263,7 @@ proptest! {
     }
 
     #[test]
-    fn time_never_falls_as_bandwidth_drops((op, dims, chunks, n) in arb_case(), which in 0..3usize, cut in 1.0..10.0f64) {
+    fn collective_time_never_falls_as_bandwidth_drops((op, dims, chunks, n) in arb_case(), which in 0..3usize, cut in 1.0..10.0f64) {
         let o = Options { chunks, ..Options::default() };
         let t1 = collective::time(op, Bytes::new(n), &dims, &o).unwrap().total.get();
         let mut slower = dims.clone();
@@ -274,17 +274,22 @@ proptest! {
     }
 
     #[test]
-    fn small_sizes_are_latency_bound((op, dims, _c, _n) in arb_case()) {
+    fn collective_small_sizes_are_latency_bound((op, dims, _c, _n) in arb_case()) {
+        // At 0 bytes the time is all latency; at 1 byte with α ≥ 1 µs the transfer of any
+        // winning algorithm (≤ 15 pieces through B/k ≥ 250 MB/s: 60 ns) stays under 10 %.
+        let zero = collective::time(op, Bytes::new(0.0), &dims, &Options::default()).unwrap();
+        let lat0: f64 = zero.phases().iter().map(|p| p.latency.get()).sum();
+        prop_assert_eq!(zero.total.get(), lat0);
         let r = collective::time(op, Bytes::new(1.0), &dims, &Options::default()).unwrap();
         let lat: f64 = r.phases().iter().map(|p| p.latency.get()).sum();
         let min_a = dims.iter().map(|d| d.latency.get()).fold(f64::INFINITY, f64::min);
-        if r.n_phases > 0 && min_a > 1e-7 {
-            prop_assert!(lat / r.total.get() > 0.99, "latency {lat} of {}", r.total.get());
+        if r.n_phases > 0 && min_a >= 1e-6 {
+            prop_assert!(lat / r.total.get() > 0.9, "latency {lat} of {}", r.total.get());
         }
     }
 
     #[test]
-    fn themis_with_one_chunk_is_the_baseline((op, dims, _c, n) in arb_case()) {
+    fn collective_themis_with_one_chunk_is_the_baseline((op, dims, _c, n) in arb_case()) {
         let b = collective::time(op, Bytes::new(n), &dims, &Options::default()).unwrap().total;
         let t = collective::time(op, Bytes::new(n), &dims, &Options { schedule: Schedule::Themis, ..Options::default() }).unwrap().total;
         prop_assert_eq!(b, t);
