@@ -27,10 +27,10 @@ pub struct CollectiveArgs {
     /// Options inside a dimension: in-network, oversub=K.
     #[arg(long, conflicts_with_all = ["system", "network"])]
     pub topology: Option<String>,
-    /// A built-in system's network: dgx-a100, dgx-h100.
+    /// A system's network: a catalog system (dgx-a100, …), dgx-h100, or a system TOML file.
     #[arg(long, conflicts_with = "network")]
     pub system: Option<String>,
-    /// Number of nodes for --system (default 16).
+    /// Number of nodes (size of the outermost dimension) for --system.
     #[arg(long, requires = "system")]
     pub nodes: Option<u32>,
     /// A TOML file with [[network.dims]] tables (kind, size, bandwidth, latency,
@@ -285,8 +285,29 @@ fn notes(op: Collective, topo: &Topology, opts: &Options) -> Vec<String> {
     v
 }
 
-/// Built-in system networks for `--system` (two dimensions: the NVSwitch inside a node,
-/// then one rail switch across `nodes` nodes, each GPU with its own NIC):
+/// The network of `--system NAME`: a system of the catalog (`crate::catalog`, built-in
+/// presets or a path to a system TOML file) if it has one by that name, else one of the
+/// fallback networks below; `--nodes N` sets the size of the outermost dimension.
+pub fn system_topology(name: &str, nodes: Option<u32>) -> Result<Topology> {
+    let topo = match crate::catalog::system_topology(name) {
+        Ok(t) => t,
+        Err(Error::UnknownName { .. }) => fallback_system(name)?,
+        Err(e) => return Err(e),
+    };
+    let Some(n) = nodes else {
+        return Ok(topo);
+    };
+    let mut dims = topo.dims().to_vec();
+    if let Some(last) = dims.last_mut() {
+        last.size = n;
+        *last = last.validated("--nodes")?;
+    }
+    Topology::new(dims)
+}
+
+/// Fallback system networks for names the catalog does not have (two dimensions: the
+/// NVSwitch inside a node, then one rail switch across 16 nodes, each GPU with its own
+/// NIC), at line rate:
 /// - `dgx-a100`: NVLink3, 12 links × 25 GB/s = 300 GB/s per GPU per direction (600 GB/s
 ///   bidirectional, NVIDIA A100 datasheet); 8 × HDR 200 Gb/s ConnectX-6 = 25 GB/s per GPU
 ///   (DGX A100 user guide).
@@ -296,18 +317,19 @@ fn notes(op: Collective, topo: &Topology, opts: &Options) -> Vec<String> {
 ///
 /// Per-step latencies: NCCL's tuning model hardware latencies for the Simple protocol
 /// (NVIDIA/nccl `src/graph/tuning.cc`): NVLink 3.4 µs, network 14 µs.
-pub fn system_topology(name: &str, nodes: Option<u32>) -> Result<Topology> {
-    const SYSTEMS: [&str; 2] = ["dgx-a100", "dgx-h100"];
-    let nodes = nodes.unwrap_or(16);
-    if nodes == 0 {
-        return Err(Error::input("--nodes", "must be at least 1"));
-    }
+fn fallback_system(name: &str) -> Result<Topology> {
     let s = match name.trim().to_ascii_lowercase().replace('_', "-").as_str() {
-        "dgx-a100" => format!("switch(8, 300GB/s, 3.4us) x switch({nodes}, 25GB/s, 14us)"),
-        "dgx-h100" => {
-            format!("switch(8, 450GB/s, 3.4us, in-network) x switch({nodes}, 50GB/s, 14us)")
+        "dgx-a100" => "switch(8, 300GB/s, 3.4us) x switch(16, 25GB/s, 14us)",
+        "dgx-h100" => "switch(8, 450GB/s, 3.4us, in-network) x switch(16, 50GB/s, 14us)",
+        _ => {
+            let mut names = crate::catalog::names(crate::catalog::Kind::System);
+            for n in ["dgx-a100", "dgx-h100"] {
+                if !names.contains(&n) {
+                    names.push(n);
+                }
+            }
+            return Err(Error::unknown("system", name, &names));
         }
-        _ => return Err(Error::unknown("system", name, &SYSTEMS)),
     };
-    Topology::parse(&s)
+    Topology::parse(s)
 }
