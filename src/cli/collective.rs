@@ -97,7 +97,7 @@ fn parse_schedule(s: &str) -> Result<Schedule> {
     }
 }
 
-/// "1GB" → [1e9]; "1KiB..1GiB" → 1 KiB, 2 KiB, …, 1 GiB (doubling, nccl-tests `-f 2`).
+/// "1GB" → `[1e9]`; "1KiB..1GiB" → 1 KiB, 2 KiB, …, 1 GiB (doubling, nccl-tests `-f 2`).
 pub fn parse_sizes(s: &str) -> Result<Vec<Bytes>> {
     let Some((a, b)) = s.split_once("..") else {
         return Ok(vec![parse_bytes("--size", s)?]);

@@ -8,7 +8,7 @@
 //! communication: theory, practice, and experience", CCPE 19(13), 2007, Table 1.
 //!
 //! **p not a power of two** is handled the way Thakur et al. §4.4 do for Rabenseifner's
-//! algorithm, not by rounding: with p' = 2^⌊log₂ p⌋ and r = p − p' extra NPUs (e = [r > 0]),
+//! algorithm, not by rounding: with p' = 2^⌊log₂ p⌋ and r = p − p' extra NPUs (e = 1 if r > 0, else 0),
 //! each extra NPU first hands its data to a partner among the p' (one extra step), the p'
 //! run the power-of-two algorithm, and the partners hand the result back (one more step).
 //! The extra steps move: the whole vector n before a reduction, the own piece n/p before an
