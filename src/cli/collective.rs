@@ -63,9 +63,6 @@ pub fn run(args: &CollectiveArgs) -> Result<Report> {
         chunks: args.chunks,
         schedule: parse_schedule(&args.schedule)?,
     };
-    if opts.chunks == 0 {
-        return Err(Error::input("--chunks", "must be at least 1"));
-    }
     let sizes = parse_sizes(&args.size)?;
     let topo = topology(args)?;
     let dims = topo.dims();

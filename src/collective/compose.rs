@@ -37,6 +37,9 @@ use crate::error::{Error, Result};
 use crate::network::Dim;
 use crate::units::{Bytes, Seconds};
 
+/// Largest chunk count accepted (the Themis schedule loops over chunks).
+pub const MAX_CHUNKS: u32 = 1 << 16;
+
 /// One phase of the plan: collective `op` on dimension `dim` with `frac · n` bytes.
 #[derive(Clone, Copy, Debug)]
 pub(super) struct Slot {
@@ -116,8 +119,11 @@ fn active_dims(size: Bytes, dims: &[Dim], opts: &Options) -> Result<([usize; MAX
             ),
         ));
     }
-    if opts.chunks == 0 {
-        return Err(Error::input("--chunks", "must be at least 1"));
+    if opts.chunks == 0 || opts.chunks > MAX_CHUNKS {
+        return Err(Error::input(
+            "--chunks",
+            format!("must be between 1 and {MAX_CHUNKS}, got {}", opts.chunks),
+        ));
     }
     if !(size.get() >= 0.0 && size.get().is_finite()) {
         return Err(Error::input("--size", "must be a finite size ≥ 0"));

@@ -23,6 +23,7 @@ pub mod ring;
 mod themis;
 pub mod tree;
 
+pub use compose::MAX_CHUNKS;
 pub use cost::Cost;
 
 use crate::error::{Error, Result};
