@@ -12,8 +12,8 @@
 //! A knob that has no effect on a plan (sequence parallel with tp = 1, ZeRO with dp = 1,
 //! TP overlap with tp = 1, DP overlap with dp = 1, group order with fewer than two
 //! multi-device groups, flash attention on a non-transformer) would only repeat another
-//! configuration: it is counted as a *redundant* drop so every configuration is counted
-//! once.
+//! configuration: only its first listed value is evaluated, the others are counted as
+//! *redundant* drops, so every distinct configuration is evaluated once.
 
 use crate::error::{Error, Result};
 use crate::estimate;
@@ -138,6 +138,8 @@ pub struct Grid {
     pub invalid: Vec<DropCount>,
     /// Total configurations in the grid (valid or not).
     pub total: u64,
+    /// Whether the model is a transformer (flash attention matters).
+    pub transformer: bool,
 }
 
 impl Grid {
@@ -215,6 +217,7 @@ impl Grid {
             structural,
             invalid,
             total,
+            transformer: model.transformer().is_some(),
         })
     }
 
@@ -245,12 +248,12 @@ impl Grid {
         p.order = a.order[next(a.order.len())];
         p.flash_attention = a.flash[next(a.flash.len())];
         p.sp = sp && p.tp > 1;
+        // A knob with no effect on this plan keeps only its first listed value.
         let groups = (p.dp > 1) as u32 + (p.pp > 1) as u32;
-        let redundant = (sp && p.tp == 1)
-            || (p.zero > 0 && p.dp == 1)
-            || (p.tp_overlap && p.tp == 1)
-            || (p.dp_overlap && p.dp == 1)
-            || (p.order != a.order[0] && groups < 2);
+        let redundant = (p.tp == 1 && (sp != a.sp[0] || p.tp_overlap != a.tp_overlap[0]))
+            || (p.dp == 1 && (p.zero != a.zero[0] || p.dp_overlap != a.dp_overlap[0]))
+            || (groups < 2 && p.order != a.order[0])
+            || (!self.transformer && p.flash_attention != a.flash[0]);
         (!redundant).then_some((p, s.system))
     }
 }

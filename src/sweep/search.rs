@@ -18,7 +18,7 @@ pub struct Hit {
 
 /// Reasons the hot loop drops a configuration, by index.
 pub const HOT_REASONS: [&str; 3] = [
-    "redundant: a knob with no effect on this plan (e.g. sequence parallel with tp = 1, ZeRO with dp = 1)",
+    "redundant: repeats another configuration (a knob with no effect, e.g. ZeRO with dp = 1)",
     "does not fit in device memory",
     "cannot be placed on the network",
 ];
