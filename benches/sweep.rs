@@ -1,12 +1,43 @@
-//! Benchmark placeholder for `sweep`, replaced by the owner of that module.
+//! Sweep throughput: one hot-loop evaluation (decode + full estimate + ranking key), and a
+//! whole grid (GPT-3 175B on 64 A100s, every default axis) searched in parallel.
 
-use criterion::{Criterion, criterion_group, criterion_main};
+use astrolabe::catalog;
+use astrolabe::sweep::driver::RunOptions;
+use astrolabe::sweep::grid::{Axes, Grid};
+use astrolabe::sweep::objective::Objective;
+use astrolabe::sweep::search::{SearchOptions, evaluate_index, search};
+use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use std::hint::black_box;
 
 fn bench(c: &mut Criterion) {
-    c.bench_function("parse_bytes", |b| {
-        b.iter(|| astrolabe::units::parse_bytes("size", black_box("64MiB")))
+    let model = catalog::model("gpt3-175b").expect("built-in model");
+    let system = catalog::system("dgx-a100").expect("built-in system");
+    let grid = Grid::build(&model, &system, 64, Axes::default_for(64)).expect("grid");
+    let opts = SearchOptions {
+        sort: Objective::Time,
+        pareto: (Objective::Time, Objective::Memory),
+        run: RunOptions {
+            top_k: 10,
+            pareto_cap: 256,
+            parallel: true,
+            progress: false,
+        },
+    };
+    let n = grid.hot_len();
+    let mut i = 0u64;
+    c.bench_function("sweep/evaluate_index", |b| {
+        b.iter(|| {
+            i = (i + 7919) % n;
+            black_box(evaluate_index(&model, &grid, &opts, black_box(i)))
+        })
     });
+    let mut g = c.benchmark_group("sweep/grid");
+    g.sample_size(10);
+    g.throughput(Throughput::Elements(n));
+    g.bench_function("gpt3-175b x64 default grid, parallel", |b| {
+        b.iter(|| black_box(search(&model, &grid, &opts, None).estimates))
+    });
+    g.finish();
 }
 
 criterion_group!(benches, bench);
