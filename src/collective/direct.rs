@@ -64,3 +64,35 @@ pub fn cost(op: Collective, dim: &Dim) -> Result<Cost> {
         },
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::units::{Bandwidth, Bytes, Seconds};
+    use approx::assert_relative_eq;
+
+    #[test]
+    fn fully_connected_all_to_all_uses_every_link() {
+        // 7 pieces of n/8, each on its own link of 140/7 = 20 GB/s, one step of 1 us.
+        let d = Dim::new(
+            DimKind::FullyConnected,
+            8,
+            Bandwidth::new(140e9),
+            Seconds::new(1e-6),
+        )
+        .unwrap();
+        let t = cost(Collective::AllToAll, &d)
+            .unwrap()
+            .time(&d, Bytes::new(8e8));
+        assert_relative_eq!(t.get(), 1e-6 + 1e8 / 20e9, max_relative = 1e-12);
+    }
+
+    #[test]
+    fn ring_block_routes_over_hops() {
+        // p = 6: ⌊6/2⌋ = 3 hops; hop sum 1+2+3+2+1 = 9 = ⌊36/4⌋.
+        let d = Dim::new(DimKind::Ring, 6, Bandwidth::new(1e9), Seconds::new(1e-6)).unwrap();
+        let c = cost(Collective::AllToAll, &d).unwrap();
+        assert_relative_eq!(c.steps, 3.0);
+        assert_relative_eq!(c.factor, 9.0 / 6.0);
+    }
+}

@@ -62,3 +62,28 @@ pub fn cost(op: Collective, dim: &Dim) -> Result<Cost> {
         bandwidth_expr: cost::all_port_expr(dim),
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::units::{Bandwidth, Bytes, Seconds};
+    use approx::assert_relative_eq;
+
+    #[test]
+    fn all_reduce_is_two_steps_and_one_pass() {
+        let mut d = Dim::new(
+            DimKind::Switch,
+            8,
+            Bandwidth::new(450e9),
+            Seconds::new(1e-6),
+        )
+        .unwrap();
+        assert!(!applies(Collective::AllReduce, &d));
+        d.in_network = true;
+        let t = cost(Collective::AllReduce, &d)
+            .unwrap()
+            .time(&d, Bytes::new(1e9));
+        assert_relative_eq!(t.get(), 2e-6 + 1e9 / 450e9, max_relative = 1e-12);
+        assert!(cost(Collective::AllToAll, &d).is_err());
+    }
+}

@@ -67,3 +67,20 @@ pub fn cost(op: Collective, dim: &Dim) -> Result<Cost> {
         bandwidth_expr: if k > p { "B·p/k" } else { "B" },
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::units::{Bandwidth, Bytes, Seconds};
+    use approx::assert_relative_eq;
+
+    #[test]
+    fn incast_at_the_server() {
+        // 4 workers push 1 GB each and pull 1 GB each through a 10 GB/s server port.
+        let d = Dim::new(DimKind::Switch, 4, Bandwidth::new(10e9), Seconds::new(1e-6)).unwrap();
+        let t = cost(Collective::AllReduce, &d)
+            .unwrap()
+            .time(&d, Bytes::new(1e9));
+        assert_relative_eq!(t.get(), 2e-6 + 8e9 / 10e9, max_relative = 1e-12);
+    }
+}

@@ -89,3 +89,36 @@ pub fn cost(op: Collective, dim: &Dim) -> Result<Cost> {
         bandwidth_expr,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::units::{Bandwidth, Bytes, Seconds};
+    use approx::assert_relative_eq;
+
+    #[test]
+    fn all_reduce_on_a_switch() {
+        // p = 16: depth 4 each way; an inner node sends 2n.
+        let d = Dim::new(
+            DimKind::Switch,
+            16,
+            Bandwidth::new(50e9),
+            Seconds::new(2e-6),
+        )
+        .unwrap();
+        let t = cost(Collective::AllReduce, &d)
+            .unwrap()
+            .time(&d, Bytes::new(1e9));
+        assert_relative_eq!(t.get(), 8.0 * 2e-6 + 2.0 * 1e9 / 50e9, max_relative = 1e-12);
+    }
+
+    #[test]
+    fn not_on_a_ring() {
+        let d = Dim::new(DimKind::Ring, 8, Bandwidth::new(1e9), Seconds::new(1e-6)).unwrap();
+        assert!(!applies(Collective::AllReduce, &d));
+        assert!(matches!(
+            cost(Collective::AllReduce, &d),
+            Err(Error::Unsupported(_))
+        ));
+    }
+}
