@@ -226,7 +226,18 @@ pub(crate) fn coll(op: Collective, bytes: f64, span: &Span) -> Result<Seconds> {
     if span.size <= 1 || bytes <= 0.0 {
         return Ok(Seconds::ZERO);
     }
-    let opts = collective::Options::default();
+    // NCCL runs rings for all-reduce, reduce-scatter and all-gather on NVSwitch and IB
+    // (NVLS/SHARP aside); other collectives take the best applicable algorithm.
+    let algorithm = match op {
+        Collective::AllReduce | Collective::ReduceScatter | Collective::AllGather => {
+            collective::Algorithm::Ring
+        }
+        _ => collective::Algorithm::Auto,
+    };
+    let opts = collective::Options {
+        algorithm,
+        ..collective::Options::default()
+    };
     Ok(collective::time(op, Bytes::new(bytes), span.slice(), &opts)?.total)
 }
 

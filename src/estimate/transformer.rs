@@ -34,8 +34,10 @@ struct Pass {
     gemm: Seconds,
     /// Memory-bound kernel time.
     mem: Seconds,
-    /// TP (or SP) communication.
+    /// TP (or SP) communication not yet overlapped.
     tp: Seconds,
+    /// TP (or SP) communication already hidden under compute.
+    tp_hidden: Seconds,
     /// Bytes of that communication.
     tp_bytes: f64,
     /// EP all-to-all.
@@ -53,6 +55,7 @@ impl Pass {
             gemm: self.gemm + o.gemm * k,
             mem: self.mem + o.mem * k,
             tp: self.tp + o.tp * k,
+            tp_hidden: self.tp_hidden + o.tp_hidden * k,
             tp_bytes: self.tp_bytes + o.tp_bytes * k,
             ep: self.ep + o.ep * k,
             ep_bytes: self.ep_bytes + o.ep_bytes * k,
@@ -110,8 +113,10 @@ impl Ctx<'_> {
     }
 }
 
-/// Linear layers of one transformer layer: (forward, backward) GEMM time.
-fn linears<T: Trace>(c: &Ctx, tr: &mut T) -> (Seconds, Seconds) {
+/// Linear layers of one transformer layer: forward and backward GEMM time, and the
+/// weight-gradient and data-gradient time of the column-parallel layers (QKV, MLP in),
+/// behind which Megatron-LM overlaps backward TP communication.
+fn linears<T: Trace>(c: &Ctx, tr: &mut T) -> (Seconds, Seconds, Seconds, Seconds) {
     let (m, t) = (c.m, c.plan.tp as f64);
     let kv_rank = (m.kv_heads as f64 / t).max(1.0);
     let qkv_n = m.h / t + 2.0 * kv_rank * m.d;
@@ -134,10 +139,19 @@ fn linears<T: Trace>(c: &Ctx, tr: &mut T) -> (Seconds, Seconds) {
         shapes[3] = (c.tokens, m.h, m.f / t, 1.0);
     }
     let (mut f, mut b) = (Seconds::ZERO, Seconds::ZERO);
+    let (mut wgrad, mut dgrad) = (Seconds::ZERO, Seconds::ZERO);
     for (i, &(mm, n, k, batch)) in shapes.iter().enumerate() {
+        if mm <= 0.0 {
+            continue;
+        }
         let (tf, tb) = c.linear(mm, n, k, batch);
         f += tf;
         b += tb;
+        if i == 0 || i == 2 {
+            let dg = c.gemm(mm, k, n, batch);
+            dgrad += dg;
+            wgrad += tb - dg;
+        }
         tr.line(|| {
             let name = ["QKV", "attention projection", "MLP in", "MLP out", "router"][i];
             format!(
@@ -146,7 +160,7 @@ fn linears<T: Trace>(c: &Ctx, tr: &mut T) -> (Seconds, Seconds) {
             )
         });
     }
-    (f, b)
+    (f, b, wgrad, dgrad)
 }
 
 /// Attention core (QKᵀ, softmax, dropout, attention·V) on a rank's a/t heads:
@@ -183,30 +197,57 @@ fn attention<T: Trace>(c: &Ctx, tr: &mut T) -> (Seconds, Seconds) {
 /// One transformer layer for one micro-batch on one TP rank.
 fn layer<T: Trace>(c: &Ctx, tr: &mut T) -> Result<Block> {
     let m = c.m;
-    let (lin_f, lin_b) = linears(c, tr);
+    let (lin_f, lin_b, wgrad, dgrad) = linears(c, tr);
     let (att_f, att_b) = attention(c, tr);
     let act = c.tokens * m.f / c.plan.tp as f64 * m.top_k as f64;
     let (act_f, act_b) = if m.gated { (6.0, 10.0) } else { (4.0, 6.0) };
     let (bda_f, bda_b) = if m.bias { (7.0, 5.0) } else { (6.0, 2.0) };
-    // LayerNorm ×2 (4 B/elem fwd, 6 bwd) and bias-dropout-add ×2 on the replicated stream.
+    // Forward: LayerNorm ×2 (read + write, 4 B/elem) and bias-dropout-add ×2 (7 B/elem)
+    // on the replicated stream. Backward: LayerNorm ×2 (read x, dy, write dx: 6 B/elem),
+    // dropout ×2 (5 B/elem), autograd's sum of the two gradients reaching each residual
+    // input ×2 (6 B/elem), and bias gradients (column sums: read the output gradient of
+    // QKV and of the two row-parallel layers, 2 B/elem).
+    let qkv_out = c.tokens
+        * (m.h + 2.0 * (m.kv_heads as f64 / c.plan.tp as f64).max(1.0) * m.d * c.plan.tp as f64)
+        / c.plan.tp as f64;
+    let bias_grads = if m.bias {
+        2.0 * qkv_out + 2.0 * 2.0 * c.rep
+    } else {
+        0.0
+    };
     let mem_f = c.mem(c.rep * 2.0 * (4.0 + bda_f) + act * act_f, 5.0);
-    let mem_b = c.mem(c.rep * 2.0 * (6.0 + bda_b) + act * act_b, 7.0);
+    let mem_b = c.mem(
+        c.rep * 2.0 * (6.0 + bda_b + 6.0) + act * act_b + bias_grads,
+        10.0,
+    );
     tr.line(|| format!("  memory-bound: LayerNorm ×2, bias-dropout-add ×2 on {} elements, activation on {act}: fwd {mem_f}, bwd {mem_b}", c.rep));
-    let (tp1, tp_b1) = tp_comm(c)?;
+    let tp = tp_comm(c)?;
     let (ep1, ep_b1) = ep_comm(c)?;
     let fwd = Pass {
         gemm: lin_f + att_f,
         mem: mem_f,
-        tp: tp1,
-        tp_bytes: tp_b1,
+        tp: tp.fwd,
+        tp_hidden: Seconds::ZERO,
+        tp_bytes: tp.bytes,
         ep: ep1,
         ep_bytes: ep_b1,
     };
+    // Backward (Megatron-LM 2022, LinearWithGradAccumulationAndAsyncCommunication): the
+    // column-parallel layers' input-gradient all-reduce (reduce-scatter with SP) runs
+    // asynchronously under their weight-gradient GEMMs, and with SP the re-gathered input
+    // under their data-gradient GEMMs; the all-gather conjugate to the row-parallel
+    // reduce-scatter is exposed.
+    let (e1, h1) = overlap(tp.bwd_under_wgrad, wgrad, true);
+    let (e2, h2) = overlap(tp.bwd_under_dgrad, dgrad, true);
     let bwd = Pass {
         gemm: lin_b + att_b,
         mem: mem_b,
+        tp: tp.bwd_exposed + e1 + e2,
+        tp_hidden: h1 + h2,
+        tp_bytes: tp.bytes_bwd,
         ..fwd
     };
+    let (tp1, tp_b1) = (tp.fwd, tp.bytes);
     let rec = match c.plan.recompute {
         Recompute::None => Pass::default(),
         Recompute::Full => fwd,
@@ -222,19 +263,61 @@ fn layer<T: Trace>(c: &Ctx, tr: &mut T) -> Result<Block> {
             Bytes::new(tp_b1)
         )
     });
+    tr.line(|| {
+        let t = |p: &Pass| p.compute() + p.tp + p.ep;
+        format!(
+            "  layer total: forward {}, backward {}, recompute {}",
+            t(&fwd),
+            t(&bwd),
+            t(&rec)
+        )
+    });
     Ok(Block { fwd, bwd, rec })
 }
 
-/// Two TP all-reduces of b·s·h elements per layer and pass (Megatron-LM, Shoeybi et al.
-/// 2019 §3), or with SP two all-gather + reduce-scatter pairs (Korthikanti §4.2.2).
-fn tp_comm(c: &Ctx) -> Result<(Seconds, f64)> {
+/// TP communication of one layer and micro-batch.
+struct TpComm {
+    /// Forward: exposed.
+    fwd: Seconds,
+    /// Backward, always exposed.
+    bwd_exposed: Seconds,
+    /// Backward, overlappable with the column-parallel weight-gradient GEMMs.
+    bwd_under_wgrad: Seconds,
+    /// Backward, overlappable with the column-parallel data-gradient GEMMs.
+    bwd_under_dgrad: Seconds,
+    /// Bytes per device, forward.
+    bytes: f64,
+    /// Bytes per device, backward.
+    bytes_bwd: f64,
+}
+
+/// Megatron-LM TP: two all-reduces of b·s·h elements per layer in forward (after the
+/// row-parallel layers) and two in backward (before the column-parallel ones) (Shoeybi
+/// et al. 2019 §3); with SP each becomes an all-gather / reduce-scatter pair, and backward
+/// re-gathers the column-parallel inputs once more (Korthikanti §4.2.2).
+fn tp_comm(c: &Ctx) -> Result<TpComm> {
     let bytes = c.r * c.e;
     if c.plan.sp {
-        let t =
-            coll(C::AllGather, bytes, &c.place.tp)? + coll(C::ReduceScatter, bytes, &c.place.tp)?;
-        Ok((t * 2.0, 4.0 * bytes))
+        let ag = coll(C::AllGather, bytes, &c.place.tp)?;
+        let rs = coll(C::ReduceScatter, bytes, &c.place.tp)?;
+        Ok(TpComm {
+            fwd: (ag + rs) * 2.0,
+            bwd_exposed: ag * 2.0,
+            bwd_under_wgrad: rs * 2.0,
+            bwd_under_dgrad: ag * 2.0,
+            bytes: 4.0 * bytes,
+            bytes_bwd: 6.0 * bytes,
+        })
     } else {
-        Ok((coll(C::AllReduce, bytes, &c.place.tp)? * 2.0, 2.0 * bytes))
+        let ar = coll(C::AllReduce, bytes, &c.place.tp)?;
+        Ok(TpComm {
+            fwd: ar * 2.0,
+            bwd_exposed: Seconds::ZERO,
+            bwd_under_wgrad: ar * 2.0,
+            bwd_under_dgrad: Seconds::ZERO,
+            bytes: 2.0 * bytes,
+            bytes_bwd: 2.0 * bytes,
+        })
     }
 }
 
@@ -313,7 +396,7 @@ fn stage_time(b: &Block, pp: Seconds, tp_overlap: bool) -> (Seconds, Seconds, Se
     for p in [&b.fwd, &b.bwd, &b.rec] {
         let (e, h) = overlap(p.tp, p.gemm, tp_overlap);
         exp += e;
-        hid += h;
+        hid += h + p.tp_hidden;
     }
     let ep = b.fwd.ep + b.bwd.ep + b.rec.ep;
     (
@@ -516,9 +599,13 @@ fn stage_params(m: &Transformer, plan: &Plan) -> f64 {
     lp * layer / plan.tp as f64 + ends
 }
 
-/// Adam step: memory-bound over the local optimizer shard: read/write fp32 master, m, v
-/// (24 B), read the gradient, write the bf16 weight (2 B), plus gradient-norm clipping
-/// (read) and zeroing (write): `(26 + 3·g)` bytes per parameter.
+/// Optimizer step, memory-bound over the local optimizer shard (Megatron-LM's
+/// mixed-precision optimizer, apex multi-tensor kernels), bytes per parameter with
+/// gradient bytes `g`: gradient-norm clipping reads the gradient (`g`); Adam reads the
+/// gradient and reads/writes the fp32 master weight, m and v (`g + 24`); the master is
+/// copied to the 16-bit model weight (read 4, write 2); gradients are zeroed (`g`). With
+/// fp16 dynamic loss scaling the gradients are also unscaled and checked for inf/NaN
+/// in place (`2g`). Total `30 + 3g` (+ `2g` for fp16).
 fn optimizer_time(c: &Ctx, params: f64) -> Seconds {
     let g = c.plan.optimizer.bytes_per_param().1;
     let shard = if c.plan.zero >= 1 {
@@ -526,7 +613,12 @@ fn optimizer_time(c: &Ctx, params: f64) -> Seconds {
     } else {
         1.0
     };
-    c.mem(params / shard * (26.0 + 3.0 * g), 8.0)
+    let unscale = if c.plan.precision == crate::compute::Precision::Fp16 {
+        2.0 * g
+    } else {
+        0.0
+    };
+    c.mem(params / shard * (30.0 + 3.0 * g + unscale), 8.0)
 }
 
 /// Data-parallel gradient reduction. ZeRO-0: all-reduce; ZeRO-1/2: reduce-scatter +
