@@ -7,7 +7,7 @@ use crate::error::{Error, Result};
 use crate::report::Report;
 use crate::sweep::driver::{Outcome, RunOptions};
 use crate::sweep::file::{self, SweepFile};
-use crate::sweep::grid::{Axes, Grid};
+use crate::sweep::grid::{self, Axes, Grid};
 use crate::sweep::objective::Objective;
 use crate::sweep::search::{self, Hit, SearchOptions};
 use crate::sweep::{all, report};
@@ -195,6 +195,16 @@ pub fn run(args: &SweepArgs) -> Result<Report> {
         .map(|b| parse_bandwidth("--bandwidth-budget", b))
         .transpose()?;
     let mut rep = report::build(&model, &grid, &opts, &result, budget)?;
+    if grid.structural.is_empty() && grid.axes.networks.is_empty() {
+        let g = grid.axes.gpus.iter().copied().max().unwrap_or(1);
+        let near = grid::nearest_valid_gpus(&model, &system, global_batch, &grid.axes, g);
+        rep.notes.push(match near {
+            Some(n) => format!(
+                "no plan uses exactly {g} devices with a global batch of {global_batch}; the nearest smaller count with valid plans is {n} (try --gpus {n})"
+            ),
+            None => format!("no plan is valid for {g} devices with a global batch of {global_batch}"),
+        });
+    }
     if let Some(p) = &args.plot {
         crate::plot::write_svg(p, &report::plot(&grid, &opts, &result)?)?;
         rep.notes.push(format!("plot written to {}", p.display()));

@@ -258,6 +258,25 @@ impl Grid {
     }
 }
 
+/// The largest device count below `gpus` (down to half of it) for which at least one
+/// structural plan is valid, to suggest when none is valid at `gpus` itself.
+pub fn nearest_valid_gpus(
+    model: &Model,
+    base: &System,
+    global_batch: u32,
+    axes: &Axes,
+    gpus: u32,
+) -> Option<u32> {
+    let mut a = axes.clone();
+    a.networks.clear();
+    (gpus / 2..gpus).rev().find(|&g| {
+        a.gpus = vec![g];
+        base.with_gpus(g).is_ok()
+            && Grid::build(model, base, global_batch, a.clone())
+                .is_ok_and(|gr| !gr.structural.is_empty())
+    })
+}
+
 /// A stable reason text: the error with its numbers removed, so equal causes group.
 fn reason(e: &Error) -> String {
     let msg = e.to_string();
