@@ -35,10 +35,11 @@ pub struct AstraArgs {
     /// ASTRA-sim remote-memory JSON (checked; only NO_MEMORY_EXPANSION is modelled).
     #[arg(long, value_name = "FILE.json")]
     pub remote_memory: Option<PathBuf>,
-    /// Chakra workload prefix: reads <PREFIX>.<rank>.et for every NPU of the network.
+    /// Chakra workload prefix: reads PREFIX.RANK.et for every NPU of the network.
     #[arg(long, value_name = "PREFIX", conflicts_with_all = ["collective", "size"])]
     pub workload: Option<PathBuf>,
-    /// Communicator groups of the workload ({"<id>": [ranks]}), as ASTRA-sim's flag.
+    /// Communicator groups of the workload (a JSON object mapping each group id to its list
+    /// of ranks), as ASTRA-sim's flag of the same name.
     #[arg(long, value_name = "FILE.json", requires = "workload")]
     pub comm_group_configuration: Option<PathBuf>,
     /// One collective instead of a workload: all-reduce, reduce-scatter, all-gather,
