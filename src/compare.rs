@@ -218,9 +218,9 @@ impl Scenario {
         baseline.insert("system".into(), Value::String(s0.clone()));
         baseline.insert("plan".into(), Value::Table(plan));
         let mut variants = Vec::new();
-        for m in models {
-            for s in systems {
-                if m == m0 && s == s0 {
+        for (i, m) in models.iter().enumerate() {
+            for (j, s) in systems.iter().enumerate() {
+                if i == 0 && j == 0 {
                     continue;
                 }
                 let mut o = Table::new();
@@ -254,7 +254,6 @@ impl Scenario {
             &self.baseline_label,
             &base,
             &self.lines.baseline,
-            None,
             self.gpu_hour_price,
         )?];
         for (i, v) in self.variants.iter().enumerate() {
@@ -282,12 +281,11 @@ impl Scenario {
         name: &str,
         doc: &Table,
         leaves: &[Leaf],
-        _line: Option<usize>,
         price: Option<f64>,
     ) -> Result<Column> {
         self.column(name, doc, price).map_err(|e| {
             let msg = e.to_string();
-            match merge::blame(&msg, leaves).or(leaves.first()) {
+            match merge::blame(&msg, leaves) {
                 Some(l) => self.file_error(format!("line {}, baseline: {msg}", l.line)),
                 None => self.file_error(format!("baseline: {msg}")),
             }

@@ -5,6 +5,7 @@
 
 use crate::error::{Error, Result};
 use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
 use std::path::Path;
 
 const W: u32 = 900;
@@ -35,7 +36,8 @@ fn finite_max(vals: impl Iterator<Item = f64>) -> f64 {
 }
 
 /// Stacked bars: one bar per category (a variant, a plan), one stacked segment per series
-/// (forward, backward, TP communication, …). `series[i].1[j]` is series i's value in
+/// (forward, backward, TP communication, …), the total printed above each bar and the
+/// legend beside the chart (never over a bar). `series[i].1[j]` is series i's value in
 /// category j, in `unit`.
 pub fn stacked_bars(
     title: &str,
@@ -46,71 +48,86 @@ pub fn stacked_bars(
     if categories.is_empty() {
         return Err(Error::input("--plot", "nothing to plot"));
     }
-    let totals: Vec<f64> = (0..categories.len())
-        .map(|j| {
-            series
-                .iter()
-                .map(|s| s.1.get(j).copied().unwrap_or(0.0).max(0.0))
-                .sum()
-        })
+    let n = categories.len();
+    let value = |s: &(String, Vec<f64>), j: usize| s.1.get(j).copied().unwrap_or(0.0).max(0.0);
+    let totals: Vec<f64> = (0..n)
+        .map(|j| series.iter().map(|s| value(s, j)).sum())
         .collect();
-    let ymax = finite_max(totals.iter().copied()).max(f64::MIN_POSITIVE) * 1.1;
+    let ymax = finite_max(totals.iter().copied()).max(f64::MIN_POSITIVE) * 1.12;
     let mut svg = String::new();
     {
         let root = SVGBackend::with_string(&mut svg, (W, H)).into_drawing_area();
         root.fill(&WHITE).map_err(draw_err)?;
-        let n = categories.len();
-        let mut chart = ChartBuilder::on(&root)
-            .caption(title, ("sans-serif", 20))
+        let root = root.titled(title, ("sans-serif", 20)).map_err(draw_err)?;
+        let (left, right) = root.split_horizontally(W - 170);
+        let mut chart = ChartBuilder::on(&left)
             .margin(12)
-            .x_label_area_size(60)
+            .x_label_area_size(40)
             .y_label_area_size(70)
-            .build_cartesian_2d((0..n).into_segmented(), 0f64..ymax)
+            .build_cartesian_2d(0f64..n as f64, 0f64..ymax)
             .map_err(draw_err)?;
         chart
             .configure_mesh()
             .disable_x_mesh()
+            .light_line_style(WHITE)
             .y_desc(unit)
-            .x_labels(n)
-            .x_label_formatter(&|x| match x {
-                SegmentValue::CenterOf(i) => categories.get(*i).cloned().unwrap_or_default(),
-                _ => String::new(),
-            })
+            .x_labels(0)
             .draw()
             .map_err(draw_err)?;
+        let label = |s: &str, x: f64, y: f64, v: VPos| {
+            let style =
+                TextStyle::from(("sans-serif", 13).into_font()).pos(Pos::new(HPos::Center, v));
+            Text::new(s.to_string(), (x, y), style)
+        };
         let mut base = vec![0.0; n];
-        for (k, (name, vals)) in series.iter().enumerate() {
+        for (k, s) in series.iter().enumerate() {
             let c = colour(k);
             let rects: Vec<_> = (0..n)
                 .map(|j| {
-                    let v = vals.get(j).copied().unwrap_or(0.0).max(0.0);
-                    let r = Rectangle::new(
-                        [
-                            (SegmentValue::Exact(j), base[j]),
-                            (SegmentValue::Exact(j + 1), base[j] + v),
-                        ],
-                        c.filled(),
-                    );
+                    let v = value(s, j);
+                    let x = j as f64;
+                    let r =
+                        Rectangle::new([(x + 0.15, base[j]), (x + 0.85, base[j] + v)], c.filled());
                     base[j] += v;
                     r
                 })
                 .collect();
-            chart
-                .draw_series(rects)
-                .map_err(draw_err)?
-                .label(name.as_str())
-                .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 10, y + 5)], c.filled()));
+            chart.draw_series(rects).map_err(draw_err)?;
         }
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperRight)
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK)
-            .draw()
-            .map_err(draw_err)?;
+        let tops = (0..n).map(|j| {
+            let t = totals[j];
+            label(
+                &crate::units::sig(t),
+                j as f64 + 0.5,
+                t + ymax * 0.01,
+                VPos::Bottom,
+            )
+        });
+        chart.draw_series(tops).map_err(draw_err)?;
+        let names = (0..n).map(|j| label(&categories[j], j as f64 + 0.5, -ymax * 0.03, VPos::Top));
+        chart.draw_series(names).map_err(draw_err)?;
+        legend(&right, series)?;
         root.present().map_err(draw_err)?;
     }
     Ok(svg)
+}
+
+/// A legend in its own drawing area: one filled square and name per series, listed top
+/// down in the order the segments stack bottom up (so the list reads like the bars).
+fn legend(
+    area: &DrawingArea<SVGBackend<'_>, plotters::coord::Shift>,
+    series: &[(String, Vec<f64>)],
+) -> Result<()> {
+    let n = series.len();
+    for (k, (name, _)) in series.iter().enumerate().rev() {
+        let y = 40 + 22 * (n - 1 - k) as i32;
+        let c = colour(k);
+        area.draw(&Rectangle::new([(8, y), (22, y + 14)], c.filled()))
+            .map_err(draw_err)?;
+        area.draw(&Text::new(name.clone(), (30, y), ("sans-serif", 14)))
+            .map_err(draw_err)?;
+    }
+    Ok(())
 }
 
 /// A scatter of evaluated points (grey), the Pareto front (joined, coloured) and the

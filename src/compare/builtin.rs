@@ -25,7 +25,12 @@ macro_rules! embed {
 }
 
 /// Built-in scenarios, in `list` order.
-pub const SCENARIOS: &[Entry] = embed!("dp-vs-tp-vs-pp",);
+#[rustfmt::skip]
+pub const SCENARIOS: &[Entry] = embed!(
+    "wafer-vs-conventional",
+    "dp-vs-tp-vs-pp",
+    "a100-vs-a800",
+);
 
 /// Names of the built-in scenarios.
 pub fn names() -> Vec<&'static str> {

@@ -184,11 +184,22 @@ pub fn only(over: &Table, leaf: &Leaf) -> Option<Table> {
     Some(t)
 }
 
-/// The first leaf whose path contains the field named in a serde "unknown field `x`"
-/// message, if any.
+/// The leaf an error message points at: the one whose path holds the field of a serde
+/// "unknown field `x`" message, else the last one whose key appears as `key:` in it
+/// (validation errors read "invalid plan: tp: …").
 pub fn blame<'a>(message: &str, leaves: &'a [Leaf]) -> Option<&'a Leaf> {
-    let field = message.split("unknown field `").nth(1)?.split('`').next()?;
-    leaves.iter().find(|l| l.path.iter().any(|p| p == field))
+    let unknown = message
+        .split("unknown field `")
+        .nth(1)
+        .and_then(|s| s.split('`').next());
+    if let Some(field) = unknown {
+        return leaves.iter().find(|l| l.path.iter().any(|p| p == field));
+    }
+    leaves.iter().rev().find(|l| {
+        l.path.last().is_some_and(|k| {
+            message.contains(&format!(" {k}:")) || message.starts_with(&format!("{k}:"))
+        })
+    })
 }
 
 #[cfg(test)]

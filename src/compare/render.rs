@@ -6,7 +6,7 @@ use super::{Column, Comparison};
 use crate::error::Result;
 use crate::estimate::CommClass;
 use crate::report::{Cell, Report, Table};
-use crate::units::{self, Bytes, Seconds};
+use crate::units::{self, Seconds};
 
 /// A metric's value in one column.
 enum V {
@@ -33,7 +33,7 @@ impl V {
     fn human(&self) -> String {
         match self {
             V::S(x) => Seconds::new(*x).to_string(),
-            V::B(x) => Bytes::new(*x).to_string(),
+            V::B(x) => format!("{:.2} GiB", x / (1u64 << 30) as f64),
             V::N(x) => units::sig(*x),
             V::Pct(x) => format!("{:.1}%", 100.0 * x),
             V::T(s) => s.clone(),
@@ -183,7 +183,7 @@ fn change(v: f64, base: f64) -> Option<String> {
     }
     let pct = 100.0 * (v - base) / base;
     if pct.abs() < 0.05 {
-        return Some("±0%".into());
+        return None;
     }
     Some(format!(
         "{}{:.1}%",
