@@ -76,16 +76,45 @@ pub const MODELS: &[Entry] = embed!("models":
     "megatron-gpt-22b",
     "megatron-gpt-530b",
     "megatron-gpt-1t",
+    "megatron-2021-1.7b",
+    "megatron-2021-3.6b",
+    "megatron-2021-7.5b",
+    "megatron-2021-18b",
+    "megatron-2021-39b",
+    "megatron-2021-76b",
+    "megatron-2021-145b",
+    "megatron-2021-310b",
+    "megatron-2021-530b",
+    "megatron-2021-1t",
+    "llama2-7b",
+    "llama2-13b",
+    "llama2-70b",
+    "llama3-8b",
+    "llama3-70b",
+    "llama3-405b",
+    "mixtral-8x7b",
+    "bert-large",
+    "dlrm",
+    "resnet50",
 );
 
 /// Built-in devices.
 pub const DEVICES: &[Entry] = embed!("presets/devices":
+    "v100",
+    "a100-40gb",
     "a100-80gb",
+    "h100-sxm",
+    "h200",
+    "b200",
+    "mi300x",
+    "tpu-v4",
 );
 
 /// Built-in systems.
 pub const SYSTEMS: &[Entry] = embed!("presets/systems":
     "dgx-a100",
+    "dgx-h100",
+    "tpu-v4",
 );
 
 /// Names of the built-in entries of `kind`, in catalog order.

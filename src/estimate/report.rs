@@ -189,12 +189,8 @@ pub fn throughput_table(e: &Estimate, tokens: Option<f64>) -> Result<Table> {
     )?;
     if let Some(n) = tokens {
         let s = e.train_time(n);
-        kv(&mut t, "token budget", Cell::num(n))?;
-        kv(
-            &mut t,
-            "time to train (s)",
-            Cell::q(format!("{} ({:.1} days)", s, s.get() / 86400.0), s.get()),
-        )?;
+        kv(&mut t, "token budget", Cell::q(format!("{n:.4e}"), n))?;
+        kv(&mut t, "time to train (s)", Cell::q(s, s.get()))?;
         kv(&mut t, "GPU-hours", Cell::num(e.gpu_hours(n)))?;
     }
     Ok(t)

@@ -65,8 +65,15 @@ pub(super) fn dlrm<T: Trace>(
         bytes: Bytes::new(2.0 * a2a_bytes * mb),
     };
     t.comm[CommClass::Dp as usize] = grad_sync(plan, place, d.mlp_params * 4.0, fwd_mlp * 2.0)?;
+    // MLPs: Adam over fp32 states (16 B/param); embeddings: a sparse update of the rows
+    // this device's tables saw this iteration (read gradient, read and write the row).
     let emb_local = d.embedding_params / plan.gpus as f64;
-    t.optimizer = dev.memory_time(Bytes::new((d.mlp_params + emb_local) * 16.0), 4.0);
+    let rows_touched =
+        d.lookup_bytes / d.element_bytes * plan.global_batch as f64 / plan.gpus as f64;
+    t.optimizer = dev.memory_time(
+        Bytes::new(d.mlp_params * 16.0 + rows_touched * 3.0 * d.element_bytes),
+        4.0,
+    );
     let flops = 3.0 * d.forward_flops * plan.global_batch as f64;
     let (t, metrics) = finish(t, (flops, flops), peak.get(), plan, 1.0);
     let s = memory::model_states(d.mlp_params, plan.optimizer, plan.zero, plan.dp);

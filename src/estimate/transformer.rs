@@ -480,7 +480,11 @@ pub(super) fn evaluate<T: Trace>(
         bubble,
         ..Times::default()
     };
-    let tp_bytes = (worst.fwd.tp_bytes + worst.bwd.tp_bytes + worst.rec.tp_bytes) * mb;
+    let tp_bytes = if place.tp.size > 1 {
+        (worst.fwd.tp_bytes + worst.bwd.tp_bytes + worst.rec.tp_bytes) * mb
+    } else {
+        0.0
+    };
     let class = if plan.sp {
         CommClass::Sp
     } else {
