@@ -75,7 +75,7 @@ pub fn run(args: &CollectiveArgs) -> Result<Report> {
     if let [(_, t)] = results.as_slice() {
         report.tables.push(phase_table(t)?);
     }
-    report.notes = notes(op, &topo, &opts);
+    report.notes = notes(op, &topo, &opts, &results);
     if args.explain {
         for (s, t) in &results {
             report
@@ -261,7 +261,12 @@ fn short(op: Collective) -> &'static str {
     }
 }
 
-fn notes(op: Collective, topo: &Topology, opts: &Options) -> Vec<String> {
+fn notes(
+    op: Collective,
+    topo: &Topology,
+    opts: &Options,
+    results: &[(Bytes, CollectiveTime)],
+) -> Vec<String> {
     let mut v = vec![
         format!("topology: {topo} ({} NPUs)", topo.npus()),
         format!(
@@ -269,14 +274,21 @@ fn notes(op: Collective, topo: &Topology, opts: &Options) -> Vec<String> {
             collective::explain::factor_expr(op)
         ),
     ];
-    if opts.chunks > 1 || opts.schedule != Schedule::Baseline {
+    if opts.chunks > 1 {
         v.push(format!(
-            "{} chunks, {} schedule; phase times are each dimension's busy time over all chunks",
-            opts.chunks,
-            match opts.schedule {
-                Schedule::Baseline => "baseline",
-                Schedule::Themis => "themis",
-            }
+            "{} chunks; phase times are each phase's busy time over all chunks",
+            opts.chunks
+        ));
+    }
+    if opts.schedule == Schedule::Themis {
+        let used = results
+            .iter()
+            .filter(|(_, t)| t.schedule == Schedule::Themis)
+            .count();
+        v.push(format!(
+            "themis schedule used for {used} of {} sizes (the baseline order is kept where it is as fast{})",
+            results.len(),
+            if opts.chunks > 1 { "" } else { "; themis needs --chunks > 1" }
         ));
     }
     v

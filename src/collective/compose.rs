@@ -22,13 +22,16 @@
 //! two agree whenever each dimension carries one phase. C = 1 gives Σ_s t_s(n).
 //!
 //! **Themis** (`Schedule::Themis`, Rashidi et al. ISCA'22): for all-reduce, reduce-scatter
-//! and all-gather each chunk picks its own dimension order: the dimensions sorted by the
-//! busy time L_d accumulated by earlier chunks, least loaded first (the first dimension of
-//! a reduce-scatter moves the most bytes), ties by index; all-reduce runs reduce-scatter
-//! over all dimensions then all-gather in reverse. With t_{c,d} the time chunk c spends on
-//! dimension d: T = Σ_s t_s(chunk 1) + max_d Σ_{c=2}^{C} t_{c,d}. Chunk 1 sees no load and
-//! takes the baseline order, so with identical orders this is the baseline formula; as C
-//! grows T tends to max_d (bytes through d / B_d) plus latency, the bandwidth bound.
+//! and all-gather each chunk picks its own dimension order, greedily: the first position
+//! of the reduce-scatter order (the largest share, c bytes; the next gets c/p of the first
+//! dimension, …) goes to the dimension d minimising L_d + t_d(share), L_d being the busy
+//! time accumulated by earlier chunks, and so on for the next positions (ties by index);
+//! all-reduce runs reduce-scatter over all dimensions then all-gather in reverse. With
+//! t_{c,d} the time chunk c spends on dimension d:
+//! T = Σ_s t_s(chunk 1) + max_d Σ_{c=2}^{C} t_{c,d}; with identical orders this is the
+//! baseline formula, and as C grows T tends to max_d (bytes through d / B_d) plus latency,
+//! the bandwidth bound. The greedy is a heuristic: when it is slower than the baseline
+//! order, the baseline is kept (and reported).
 //! Other collectives move the same bytes through every dimension in any order, so Themis
 //! equals the baseline for them.
 
@@ -178,10 +181,12 @@ pub(super) fn time(
         total: Seconds::ZERO,
         n_phases: 0,
         phases: [EMPTY_PHASE; 2 * MAX_DIMS],
+        schedule: Schedule::Baseline,
     };
     if k == 0 {
         return Ok(out);
     }
+    baseline(op, size, dims, &order[..k], opts, &mut out)?;
     let themis = opts.schedule == Schedule::Themis
         && opts.chunks > 1
         && k > 1
@@ -190,11 +195,27 @@ pub(super) fn time(
             Collective::AllReduce | Collective::ReduceScatter | Collective::AllGather
         );
     if themis {
-        super::themis::time(op, size, dims, &order[..k], opts, &mut out)?;
-        return Ok(out);
+        let mut alt = out;
+        super::themis::time(op, size, dims, &order[..k], opts, &mut alt)?;
+        if alt.total < out.total {
+            alt.schedule = Schedule::Themis;
+            return Ok(alt);
+        }
     }
+    Ok(out)
+}
+
+/// The baseline schedule: fixed phase order, chunks pipelined behind the busiest dimension.
+fn baseline(
+    op: Collective,
+    size: Bytes,
+    dims: &[Dim],
+    order: &[usize],
+    opts: &Options,
+    out: &mut CollectiveTime,
+) -> Result<()> {
     let mut slots = [EMPTY_SLOT; 2 * MAX_DIMS];
-    let ns = plan(op, dims, &order[..k], false, &mut slots);
+    let ns = plan(op, dims, order, false, &mut slots);
     let c = opts.chunks as f64;
     let m = size / c;
     let mut busy = [Seconds::ZERO; MAX_DIMS];
@@ -213,5 +234,5 @@ pub(super) fn time(
     let bottleneck = busy.iter().fold(Seconds::ZERO, |a, &b| a.max(b));
     out.n_phases = ns;
     out.total = sum + bottleneck * (c - 1.0);
-    Ok(out)
+    Ok(())
 }

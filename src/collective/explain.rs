@@ -51,6 +51,10 @@ pub fn explain(
     for (i, ph) in t.phases().iter().enumerate() {
         let d = &dims[ph.dim];
         let cost = dim_cost(ph.op, ph.algorithm, d)?;
+        if t.schedule == Schedule::Themis {
+            out.extend(themis_phase(i, ph, d, &cost, opts.chunks));
+            continue;
+        }
         let n = ph.size / c;
         out.push(format!(
             "phase {}: {} on dimension {} {d} (p = {}), {} with n = {}",
@@ -103,6 +107,38 @@ pub fn explain(
     Ok(out)
 }
 
+/// A Themis phase: its chunks carry different shares, so write the sum over chunks,
+/// C·steps·α + factor·Σ shares / b (exact when every chunk ran the same algorithm).
+fn themis_phase(i: usize, ph: &super::Phase, d: &Dim, cost: &super::Cost, c: u32) -> Vec<String> {
+    vec![
+        format!(
+            "phase {}: {} on dimension {} {d} (p = {}), {} (chunk 1), {} over all chunks",
+            i + 1,
+            ph.op.name(),
+            ph.dim,
+            d.size,
+            ph.algorithm.name(),
+            fmt_bytes(ph.size)
+        ),
+        format!(
+            "  latency  = C·{}·α = {c} × {} × {} = {}",
+            paren(cost.steps_expr),
+            sig(cost.steps),
+            d.latency,
+            ph.latency
+        ),
+        format!(
+            "  transfer = {} · Σ shares / {} = {} × {} / {} = {}",
+            paren(cost.factor_expr),
+            cost.bandwidth_expr,
+            sig(cost.factor),
+            fmt_bytes(ph.size),
+            cost.bandwidth,
+            ph.transfer
+        ),
+    ]
+}
+
 /// How the phases add up.
 fn total_line(t: &CollectiveTime, opts: &Options) -> String {
     if opts.chunks <= 1 {
@@ -117,9 +153,9 @@ fn total_line(t: &CollectiveTime, opts: &Options) -> String {
             _ => format!("T = Σ phases = {sum} = {}", precise(t.total)),
         };
     }
-    if opts.schedule == Schedule::Themis {
+    if t.schedule == Schedule::Themis {
         return format!(
-            "T = Σ_s t_s(chunk 1) + max_d Σ_(c≥2) t_(c,d) (Themis: each chunk orders the dimensions least-loaded first) = {}",
+            "T = Σ_s t_s(chunk 1) + max_d Σ_(c≥2) t_(c,d) (Themis: each chunk orders the dimensions greedily by resulting load) = {}",
             precise(t.total)
         );
     }

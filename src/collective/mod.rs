@@ -237,6 +237,9 @@ pub struct CollectiveTime {
     pub n_phases: usize,
     /// The phases in execution order (first `n_phases` are valid).
     pub phases: [Phase; 2 * MAX_DIMS],
+    /// The schedule the result follows: `Themis` only when it was asked for and its greedy
+    /// ordering beat the baseline order.
+    pub schedule: Schedule,
 }
 
 impl CollectiveTime {
