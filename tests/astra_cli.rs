@@ -45,7 +45,7 @@ fn astra_ns(net: &Path, sys: &Path, op: &str, size: &str) -> u64 {
 }
 
 #[test]
-fn every_reference_row_through_the_binary() {
+fn astra_every_reference_row_through_the_binary() {
     let mut r = csv::Reader::from_path(data("collectives_public.csv")).unwrap();
     let h = r.headers().unwrap().clone();
     let col = |n: &str| h.iter().position(|c| c == n).unwrap();
@@ -75,7 +75,7 @@ fn every_reference_row_through_the_binary() {
 }
 
 #[test]
-fn help_says_what_size_means() {
+fn astra_help_says_what_size_means() {
     bin()
         .args(["astra", "--help"])
         .assert()
@@ -97,7 +97,7 @@ fn sys_with(dir: &Path, from: &str, to: &str) -> PathBuf {
 }
 
 #[test]
-fn configs_that_crash_astra_sim_are_clear_errors() {
+fn astra_configs_that_crash_astra_sim_are_clear_errors() {
     let dir = tmp("crash");
     let net = data("configs/network/Ring__8__bw100__lat500.yml");
     for (from, to, says) in [
@@ -167,7 +167,7 @@ fn configs_that_crash_astra_sim_are_clear_errors() {
 }
 
 #[test]
-fn unknown_network_key_names_file_and_line() {
+fn astra_unknown_network_key_names_file_and_line() {
     let dir = tmp("netkey");
     let p = dir.join("n.yml");
     std::fs::write(&p, "topology: [ Ring ]\nnpus_count: [ 8 ]\nbandwidth: [ 100 ]\nlatency: [ 500 ]\nlinks_per_npu: [ 2 ]\n").unwrap();
@@ -190,7 +190,7 @@ fn unknown_network_key_names_file_and_line() {
 }
 
 #[test]
-fn physical_model_side_by_side_with_reasons() {
+fn astra_physical_model_side_by_side_with_reasons() {
     bin()
         .args(["astra", "--model", "physical", "--network"])
         .arg(data("configs/network/FullyConnected__8__bw100__lat500.yml"))
@@ -236,7 +236,7 @@ fn hand_encoded_all_reduce_1mib(name: &str) -> Vec<u8> {
 }
 
 #[test]
-fn export_round_trip_and_byte_layout() {
+fn astra_export_round_trip_and_byte_layout() {
     let dir = tmp("export");
     bin()
         .args(["export", "astra", "--out"])
@@ -294,7 +294,7 @@ fn export_round_trip_and_byte_layout() {
 }
 
 #[test]
-fn export_from_our_topology_syntax() {
+fn astra_export_from_our_topology_syntax() {
     let dir = tmp("export_topo");
     bin()
         .args(["export", "astra", "--out"])

@@ -61,7 +61,7 @@ fn rows(backend: &str) -> Vec<Row> {
 }
 
 #[test]
-fn every_congestion_unaware_row_matches() {
+fn astra_every_congestion_unaware_row_matches() {
     let rows = rows("congestion_unaware");
     assert_eq!(rows.len(), 96);
     let (mut max1, mut sum1, mut n1, mut maxm, mut summ, mut nm) = (0f64, 0f64, 0, 0f64, 0f64, 0);

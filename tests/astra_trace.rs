@@ -90,7 +90,7 @@ fn check(g: &Gpt, net: &str, sys: &str, reference_ns: f64, tolerance: f64) {
 }
 
 #[test]
-fn gpt_6_7b_on_switch_8x2() {
+fn astra_gpt_6_7b_on_switch_8x2() {
     check(
         &gpt(),
         "net_sw8x2.yml",
@@ -101,7 +101,7 @@ fn gpt_6_7b_on_switch_8x2() {
 }
 
 #[test]
-fn gpt_6_7b_on_flat_switch_16() {
+fn astra_gpt_6_7b_on_flat_switch_16() {
     // Measured +11.8 %: above the 10 % target (see README, Limitations); guarded at 12 %.
     check(
         &gpt(),
@@ -113,7 +113,7 @@ fn gpt_6_7b_on_flat_switch_16() {
 }
 
 #[test]
-fn missing_comm_groups_is_a_clear_error() {
+fn astra_missing_comm_groups_is_a_clear_error() {
     let g = gpt();
     let net = AstraNetwork::read(&data("net_sw16_1d.yml")).unwrap();
     let sys = AstraSystem::read(&data("sys_ring_roofline_1d.json")).unwrap();
@@ -129,7 +129,7 @@ fn missing_comm_groups_is_a_clear_error() {
 }
 
 #[test]
-fn read_from_files_and_cli() {
+fn astra_read_from_files_and_cli() {
     let g = gpt();
     let dir = std::env::temp_dir().join(format!("astrolabe_gpt_{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
