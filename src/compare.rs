@@ -46,6 +46,8 @@ struct FileSpec {
     plan: Table,
     /// Price of one device-hour (any currency; the report says "per GPU-hour").
     gpu_hour_price: Option<f64>,
+    /// Token budget ("300B"), as in an estimate scenario: adds time-to-train rows.
+    tokens: Option<String>,
     #[serde(default)]
     variant: Vec<VariantSpec>,
 }
@@ -95,6 +97,8 @@ pub struct Scenario {
     pub baseline: Table,
     /// Price per device-hour of the baseline.
     pub gpu_hour_price: Option<f64>,
+    /// Token budget for the time-to-train rows.
+    pub tokens: Option<f64>,
     /// The variants, in file order.
     pub variants: Vec<Variant>,
     /// Where it was read from (for errors and relative paths).
@@ -131,6 +135,8 @@ pub struct Comparison {
     pub source: String,
     /// Baseline first, then the variants.
     pub columns: Vec<Column>,
+    /// Token budget for the time-to-train rows.
+    pub tokens: Option<f64>,
 }
 
 /// Reads a scenario by built-in name or path.
@@ -192,6 +198,11 @@ pub fn parse(text: &str, origin: &Path) -> Result<Scenario> {
         baseline_label: f.baseline,
         baseline,
         gpu_hour_price: f.gpu_hour_price,
+        tokens: f
+            .tokens
+            .map(|t| crate::units::parse_count("tokens", &t))
+            .transpose()
+            .map_err(|e| e.context(origin.display()))?,
         variants,
         origin: origin.to_path_buf(),
         lines: merge::lines(text),
@@ -241,6 +252,7 @@ impl Scenario {
             baseline_label: label(m0, s0),
             baseline,
             gpu_hour_price: None,
+            tokens: None,
             variants,
             origin: PathBuf::from("<command line>"),
             lines: Lines::default(),
@@ -273,6 +285,7 @@ impl Scenario {
             description: self.description.clone(),
             source: self.source.clone(),
             columns,
+            tokens: self.tokens,
         })
     }
 

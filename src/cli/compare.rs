@@ -64,6 +64,9 @@ pub struct CompareArgs {
     /// Price of one GPU-hour, to add cost rows (any currency).
     #[arg(long, value_name = "PRICE")]
     pub gpu_hour_price: Option<f64>,
+    /// Token budget ("300B"): adds time and GPU-hours to train it.
+    #[arg(long, value_name = "COUNT")]
+    pub tokens: Option<String>,
     /// Also draw the time breakdown as stacked bars into FILE.svg.
     #[arg(long, value_name = "FILE.svg")]
     pub plot: Option<PathBuf>,
@@ -127,6 +130,9 @@ pub fn run(args: &CompareArgs) -> Result<Report> {
         }
         None => Scenario::from_flags(&args.models, &args.systems, args.plan_table())?,
     };
+    if let Some(t) = &args.tokens {
+        scenario.tokens = Some(crate::units::parse_count("--tokens", t)?);
+    }
     if let Some(p) = args.gpu_hour_price {
         scenario.gpu_hour_price = Some(p);
     }

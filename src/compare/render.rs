@@ -41,7 +41,10 @@ impl V {
     }
 }
 
-type Getter = fn(&Column) -> V;
+type Getter = Box<dyn Fn(&Column) -> V>;
+
+/// A fixed row: label, getter, shown only when non-zero somewhere.
+type Fixed = (&'static str, fn(&Column) -> V, bool);
 
 fn comm(c: &Column, k: CommClass) -> f64 {
     c.estimate.time.class(k).exposed.get()
@@ -53,8 +56,8 @@ fn gpu_hours_per_gtok(c: &Column) -> f64 {
 }
 
 /// The rows: (label with its SI unit, getter, shown only when non-zero somewhere).
-fn rows(priced: bool) -> Vec<(&'static str, Getter, bool)> {
-    let mut r: Vec<(&'static str, Getter, bool)> = vec![
+fn rows(priced: bool, tokens: Option<f64>) -> Vec<(String, Getter, bool)> {
+    let fixed: Vec<Fixed> = vec![
         ("GPUs", |c| V::N(c.plan.gpus as f64), false),
         (
             "plan (dp·tp·pp, micro-batch, global batch)",
@@ -166,14 +169,49 @@ fn rows(priced: bool) -> Vec<(&'static str, Getter, bool)> {
             false,
         ),
     ];
+    let mut r: Vec<(String, Getter, bool)> = fixed
+        .into_iter()
+        .map(|(l, g, s)| (l.to_string(), Box::new(g) as Getter, s))
+        .collect();
+    let price = |c: &Column| c.gpu_hour_price.unwrap_or(f64::NAN);
     if priced {
         r.push((
-            "cost per 1B tokens [price units]",
-            |c| V::N(gpu_hours_per_gtok(c) * c.gpu_hour_price.unwrap_or(f64::NAN)),
+            "cost per 1B tokens [price units]".into(),
+            Box::new(move |c: &Column| V::N(gpu_hours_per_gtok(c) * price(c))),
             false,
         ));
     }
+    if let Some(t) = tokens {
+        let n = count(t);
+        r.push((
+            format!("time to train {n} tokens [s]"),
+            Box::new(move |c: &Column| V::S(c.estimate.train_time(t).get())),
+            false,
+        ));
+        r.push((
+            format!("GPU-hours to train {n} tokens [h]"),
+            Box::new(move |c: &Column| V::N(c.estimate.gpu_hours(t))),
+            false,
+        ));
+        if priced {
+            r.push((
+                format!("cost to train {n} tokens [price units]"),
+                Box::new(move |c: &Column| V::N(c.estimate.gpu_hours(t) * price(c))),
+                false,
+            ));
+        }
+    }
     r
+}
+
+/// A token count the way budgets are written: 300B, 1.4T, 50M.
+fn count(t: f64) -> String {
+    for (f, p) in [(1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "k")] {
+        if t >= f {
+            return format!("{}{p}", units::sig(t / f));
+        }
+    }
+    units::sig(t)
 }
 
 /// Relative change of `v` against `base`, as "+3.2%", or None when undefined.
@@ -227,13 +265,13 @@ pub fn report(cmp: &Comparison) -> Result<Report> {
     }
     let cols: Vec<(&str, &str)> = keys.iter().map(|(k, h)| (k.as_str(), h.as_str())).collect();
     let mut t = Table::new(cmp.name.clone(), &cols);
-    for (label, get, sparse) in rows(priced) {
+    for (label, get, sparse) in rows(priced, cmp.tokens) {
         let vals: Vec<V> = cmp.columns.iter().map(get).collect();
         if sparse && vals.iter().all(|v| v.si().is_none_or(|x| x == 0.0)) {
             continue;
         }
         let base = vals.first().and_then(V::si);
-        let mut row = vec![Cell::text(label)];
+        let mut row = vec![Cell::text(label.as_str())];
         for (i, v) in vals.iter().enumerate() {
             row.push(match (v.si(), base) {
                 (Some(x), Some(b)) if i > 0 => match change(x, b) {
@@ -320,6 +358,12 @@ mod tests {
         assert_eq!(change(110.0, 100.0).as_deref(), Some("+10.0%"));
         assert_eq!(change(75.0, 100.0).as_deref(), Some("−25.0%"));
         assert_eq!(change(1.0, 0.0), None);
+    }
+
+    #[test]
+    fn token_counts_read_like_budgets() {
+        assert_eq!(count(300e9), "300B");
+        assert_eq!(count(1.4e12), "1.4T");
     }
 
     #[test]
