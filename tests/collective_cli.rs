@@ -151,6 +151,8 @@ fn collective_system_and_nodes() {
             "64MiB",
             "--system",
             "dgx-h100",
+            "--nodes",
+            "16",
             "--explain",
         ])
         .assert()
