@@ -367,7 +367,7 @@ fn ends<T: Trace>(c: &Ctx, tr: &mut T) -> Result<(Block, Block)> {
             gemm: lg_f,
             mem: c.mem(4.0 * c.rep + 16.0 * c.tokens * vt, 4.0),
             tp: small + head_tp,
-            tp_bytes: bytes,
+            tp_bytes: if c.plan.sp { bytes } else { 0.0 } + 12.0 * c.tokens,
             ..Pass::default()
         },
         bwd: Pass {
