@@ -55,11 +55,20 @@ fn every_preset_file_is_built_in() {
 
 /// A scenario whose baseline is `model` on `system` over its innermost dimension (a
 /// plain data-parallel plan, valid for every model kind), with one variant per device.
-fn walk_scenario(model: &str, system: &str, gpus: u32) -> String {
-    let mut s = format!("model = \"{model}\"\nsystem = \"{system}\"\n[plan]\ngpus = {gpus}\n");
+fn walk_scenario(model: &str, system: &str, gpus: u32, precision: &str) -> String {
+    let mut s = format!(
+        "model = \"{model}\"\nsystem = \"{system}\"\n[plan]\ngpus = {gpus}\nprecision = \"{precision}\"\n"
+    );
     for d in catalog::names(Kind::Device) {
+        let dev = catalog::device(d).unwrap_or_else(|e| panic!("device {d}: {e}"));
+        // Each device in a precision it has (V100 has no bf16, TPU v4 no fp16).
+        let precision = if dev.spec.matrix.bf16.is_some() {
+            "bf16"
+        } else {
+            "fp16"
+        };
         s.push_str(&format!(
-            "[[variant]]\nname = \"{d}\"\nsystem.device = \"{d}\"\n"
+            "[[variant]]\nname = \"{d}\"\nsystem.device = \"{d}\"\nplan.precision = \"{precision}\"\n"
         ));
     }
     s
@@ -70,8 +79,13 @@ fn every_model_system_and_device_evaluates() {
     for system in catalog::names(Kind::System) {
         let sys = catalog::system(system).unwrap_or_else(|e| panic!("system {system}: {e}"));
         let gpus = sys.topology.dims()[0].size;
+        let precision = if sys.device.spec.matrix.bf16.is_some() {
+            "bf16"
+        } else {
+            "fp16"
+        };
         for model in catalog::names(Kind::Model) {
-            let text = walk_scenario(model, system, gpus);
+            let text = walk_scenario(model, system, gpus, precision);
             let cmp = compare::parse(&text, Path::new("walk.toml"))
                 .and_then(|s| s.evaluate())
                 .unwrap_or_else(|e| panic!("{model} on {system}: {e}"));
