@@ -62,7 +62,7 @@ pub fn stacked_bars(
         let (left, right) = root.split_horizontally(W - 170);
         let mut chart = ChartBuilder::on(&left)
             .margin(12)
-            .x_label_area_size(40)
+            .x_label_area_size(44)
             .y_label_area_size(70)
             .build_cartesian_2d(0f64..n as f64, 0f64..ymax)
             .map_err(draw_err)?;
@@ -104,12 +104,41 @@ pub fn stacked_bars(
             )
         });
         chart.draw_series(tops).map_err(draw_err)?;
-        let names = (0..n).map(|j| label(&categories[j], j as f64 + 0.5, -ymax * 0.03, VPos::Top));
+        // Category names under the bars, wrapped onto two lines when wider than a bar slot
+        // (about 7 px per character at 13 px).
+        let slot_chars = ((W - 170 - 100) as usize / n / 7).max(6);
+        let style =
+            TextStyle::from(("sans-serif", 13).into_font()).pos(Pos::new(HPos::Center, VPos::Top));
+        let names = (0..n).map(|j| {
+            let mut lines = wrap(&categories[j], slot_chars).into_iter();
+            let first = lines.next().unwrap_or_default();
+            let second = lines.next().unwrap_or_default();
+            EmptyElement::at((j as f64 + 0.5, 0.0))
+                + Text::new(first, (0, 6), style.clone())
+                + Text::new(second, (0, 21), style.clone())
+        });
         chart.draw_series(names).map_err(draw_err)?;
         legend(&right, series)?;
         root.present().map_err(draw_err)?;
     }
     Ok(svg)
+}
+
+/// Splits `s` at the space nearest its middle when it is longer than `max` characters.
+fn wrap(s: &str, max: usize) -> Vec<String> {
+    if s.chars().count() <= max {
+        return vec![s.to_string()];
+    }
+    let mid = s.len() / 2;
+    let cut = s
+        .char_indices()
+        .filter(|(_, c)| *c == ' ')
+        .map(|(i, _)| i)
+        .min_by_key(|i| i.abs_diff(mid));
+    match cut {
+        Some(i) => vec![s[..i].to_string(), s[i + 1..].to_string()],
+        None => vec![s.to_string()],
+    }
 }
 
 /// A legend in its own drawing area: one filled square and name per series, listed top
