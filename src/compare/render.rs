@@ -256,7 +256,7 @@ pub fn report(cmp: &Comparison) -> Result<Report> {
         if key.is_empty() || keys.iter().any(|k| k.0 == key) {
             key = format!("{key}_{i}");
         }
-        let header = if i == 0 {
+        let header = if i == 0 && c.name != "baseline" {
             format!("{} (baseline)", c.name)
         } else {
             c.name.clone()
