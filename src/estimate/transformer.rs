@@ -50,6 +50,15 @@ impl Pass {
     fn compute(&self) -> Seconds {
         self.gemm + self.mem
     }
+    /// Compute time not already hiding TP communication: the window left for DP.
+    fn free(&self, tp_overlap: bool) -> Seconds {
+        let tp = if tp_overlap {
+            self.tp.min(self.gemm)
+        } else {
+            Seconds::ZERO
+        };
+        (self.compute() - self.tp_hidden - tp).max(Seconds::ZERO)
+    }
     fn add(self, o: Pass, k: f64) -> Pass {
         Pass {
             gemm: self.gemm + o.gemm * k,
@@ -644,15 +653,19 @@ fn dp_comm<T: Trace>(c: &Ctx, params: f64, worst: &Block, tr: &mut T) -> Result<
         } else {
             2.0
         };
-        let (ef, hf) = overlap(ag, worst.fwd.compute(), plan.dp_overlap);
-        let (eb, hb) = overlap(ag + rs, worst.bwd.compute(), plan.dp_overlap);
-        let extra = if passes > 2.0 { ef } else { Seconds::ZERO };
+        let (ef, hf) = overlap(ag, worst.fwd.free(plan.tp_overlap), plan.dp_overlap);
+        let (eb, hb) = overlap(ag + rs, worst.bwd.free(plan.tp_overlap), plan.dp_overlap);
+        let (er, hr) = if passes > 2.0 {
+            overlap(ag, worst.rec.free(plan.tp_overlap), plan.dp_overlap)
+        } else {
+            (Seconds::ZERO, Seconds::ZERO)
+        };
         tr.line(|| {
             format!("ZeRO-3: all-gather {ag} per pass, reduce-scatter {rs} per micro-batch")
         });
         return Ok(Comm {
-            exposed: (ef + eb + extra) * mb,
-            hidden: (hf + hb) * mb,
+            exposed: (ef + eb + er) * mb,
+            hidden: (hf + hb + hr) * mb,
             bytes: Bytes::new(mb * (passes * weights + grad)),
         });
     }
@@ -665,10 +678,13 @@ fn dp_comm<T: Trace>(c: &Ctx, params: f64, worst: &Block, tr: &mut T) -> Result<
         )
     };
     let last_bucket = reduce * (plan.dp_bucket.get() / grad).min(1.0);
-    let (mut exposed, mut hidden) =
-        overlap(reduce - last_bucket, worst.bwd.compute(), plan.dp_overlap);
+    let (mut exposed, mut hidden) = overlap(
+        reduce - last_bucket,
+        worst.bwd.free(plan.tp_overlap),
+        plan.dp_overlap,
+    );
     exposed += last_bucket;
-    let (eg, hg) = overlap(gather, worst.fwd.compute(), plan.dp_overlap);
+    let (eg, hg) = overlap(gather, worst.fwd.free(plan.tp_overlap), plan.dp_overlap);
     exposed += eg;
     hidden += hg;
     tr.line(|| format!("DP (ZeRO-{}): gradient {} → reduction {reduce}, weight gather {gather}; exposed {exposed}", plan.zero, Bytes::new(grad)));
