@@ -1,0 +1,227 @@
+//! `astrolabe estimate` end to end: output tables and formats, `--explain`, scenario
+//! files, and bad input (misspelt keys with file, line, column and the valid keys;
+//! unknown names with the closest built-in; invalid plans).
+
+use assert_cmd::Command;
+use predicates::str::contains;
+use std::path::PathBuf;
+
+fn bin() -> Command {
+    Command::cargo_bin("astrolabe").expect("binary built")
+}
+
+fn tmp(name: &str, text: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("astrolabe-estimate-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let p = dir.join(name);
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+const GPT3: [&str; 17] = [
+    "estimate",
+    "--model",
+    "gpt3-175b",
+    "--system",
+    "dgx-a100",
+    "--gpus",
+    "64",
+    "--tp",
+    "8",
+    "--pp",
+    "8",
+    "--global-batch",
+    "64",
+    "--recompute",
+    "selective",
+    "--sequence-parallel",
+    "--tokens=300B",
+];
+
+#[test]
+fn table_output_has_every_part() {
+    bin()
+        .args(GPT3)
+        .assert()
+        .success()
+        .stdout(contains("DP (derived)"))
+        .stdout(contains("dim 0 (switch)"))
+        .stdout(contains("pipeline bubble"))
+        .stdout(contains("SP communication (exposed)"))
+        .stdout(contains("MFU"))
+        .stdout(contains("GPU-hours"))
+        .stdout(contains("optimizer states"));
+}
+
+#[test]
+fn json_output_carries_si_numbers() {
+    let out = bin()
+        .args(GPT3)
+        .args(["--format", "json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let j: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let rows = j["tables"]["time"].as_array().unwrap();
+    let total = rows
+        .iter()
+        .find(|r| r["component"] == "total per iteration")
+        .unwrap();
+    let t = total["time_s"].as_f64().unwrap();
+    assert!(t > 5.0 && t < 30.0, "{t}");
+    assert!(j["tables"]["memory"][0]["memory_B"].as_f64().unwrap() > 1e9);
+}
+
+#[test]
+fn explain_shows_formulas_with_numbers() {
+    bin()
+        .args(GPT3)
+        .arg("--explain")
+        .assert()
+        .success()
+        .stdout(contains("GEMM QKV: M=2048 N=4608 K=12288"))
+        .stdout(contains("bubble = (p−1)/v"));
+}
+
+#[test]
+fn does_not_fit_is_reported() {
+    bin()
+        .args([
+            "estimate",
+            "--model",
+            "megatron-gpt-22b",
+            "--system",
+            "dgx-a100",
+            "--gpus",
+            "8",
+        ])
+        .args(["--tp", "8", "--micro-batch", "4", "--global-batch", "4"])
+        .assert()
+        .success()
+        .stdout(contains("does not fit"));
+}
+
+#[test]
+fn scenario_file_and_flag_override() {
+    let p = tmp(
+        "run.toml",
+        "model = \"gpt3-175b\"\nsystem = \"dgx-a100\"\ntokens = \"300B\"\n[plan]\ngpus = 64\ntp = 8\npp = 8\nglobal_batch = 64\nrecompute = \"full\"\n",
+    );
+    bin()
+        .args(["estimate", "--scenario"])
+        .arg(&p)
+        .assert()
+        .success()
+        .stdout(contains("full"))
+        .stdout(contains("GPU-hours"));
+    bin()
+        .args(["estimate", "--recompute", "selective", "--scenario"])
+        .arg(&p)
+        .assert()
+        .success()
+        .stdout(contains("selective"));
+}
+
+#[test]
+fn misspelt_scenario_key_names_file_line_column_and_valid_keys() {
+    let p = tmp(
+        "bad.toml",
+        "model = \"gpt3-175b\"\nsystem = \"dgx-a100\"\n[plan]\ntensor_parallel = 8\n",
+    );
+    bin()
+        .args(["estimate", "--scenario"])
+        .arg(&p)
+        .assert()
+        .code(2)
+        .stderr(contains("bad.toml"))
+        .stderr(contains("line 4, column 1"))
+        .stderr(contains("unknown field `tensor_parallel`"))
+        .stderr(contains("`tp`"));
+}
+
+#[test]
+fn misspelt_model_key_names_file_line_column() {
+    let p = tmp(
+        "model.toml",
+        "name = \"m\"\n[transformer]\nlayers = 2\nhiden = 64\nheads = 4\nvocab = 100\nseq_len = 16\n",
+    );
+    bin()
+        .args(["estimate", "--system", "dgx-a100", "--gpus", "1", "--model"])
+        .arg(&p)
+        .assert()
+        .code(2)
+        .stderr(contains("model.toml"))
+        .stderr(contains("line 4, column 1"))
+        .stderr(contains("unknown field `hiden`"))
+        .stderr(contains("`hidden`"));
+}
+
+#[test]
+fn device_quantity_without_unit_is_an_error() {
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/presets/devices/a100-80gb.toml"
+    ))
+    .unwrap()
+    .replace("memory = \"80 GiB\"", "memory = 80");
+    let dev = tmp("dev.toml", &text);
+    let sys = tmp(
+        "sys.toml",
+        "name = \"s\"\ndevice = \"dev.toml\"\n[[network.dims]]\nkind = \"switch\"\nsize = 8\nbandwidth = \"240 GB/s\"\nlatency = \"3 us\"\n",
+    );
+    assert!(dev.exists());
+    bin()
+        .args([
+            "estimate",
+            "--model",
+            "gpt3-175b",
+            "--gpus",
+            "8",
+            "--tp",
+            "8",
+            "--system",
+        ])
+        .arg(&sys)
+        .assert()
+        .code(2)
+        .stderr(contains("has no unit"));
+}
+
+#[test]
+fn unknown_names_suggest_the_closest() {
+    bin()
+        .args(["estimate", "--model", "gpt3-157b", "--system", "dgx-a100"])
+        .assert()
+        .code(2)
+        .stderr(contains("did you mean 'gpt3-175b'"));
+    bin()
+        .args(["estimate", "--model", "llama3-70b", "--system", "dgx-h10"])
+        .assert()
+        .code(2)
+        .stderr(contains("did you mean 'dgx-h100'"));
+    bin()
+        .args(GPT3)
+        .args(["--schedule", "1f1c"])
+        .assert()
+        .code(2)
+        .stderr(contains("did you mean '1f1b'"));
+}
+
+#[test]
+fn invalid_plan_is_a_clear_error() {
+    bin()
+        .args([
+            "estimate",
+            "--model",
+            "gpt3-175b",
+            "--system",
+            "dgx-a100",
+            "--gpus",
+            "56",
+            "--tp",
+            "7",
+        ])
+        .assert()
+        .code(2)
+        .stderr(contains("does not divide the 96 attention heads"));
+}
