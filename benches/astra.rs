@@ -4,11 +4,10 @@
 //! decoded traces and the critical path. ASTRA-sim takes about 24 ms of wall time per
 //! microbenchmark and 3.5 s for the trace.
 
-use astrolabe::astra::chakra;
 use astrolabe::astra::model::{self, Knobs, Op};
 use astrolabe::astra::network_yaml::AstraNetwork;
 use astrolabe::astra::system_json::AstraSystem;
-use astrolabe::astra::{critical, trace};
+use astrolabe::astra::{critical, lean, trace};
 use criterion::{Criterion, criterion_group, criterion_main};
 use std::collections::HashMap;
 use std::hint::black_box;
@@ -80,9 +79,6 @@ fn whole_trace(c: &mut Criterion) {
             .map(|(_, v)| v.clone())
             .unwrap()
     };
-    let traces: Vec<_> = (0..16)
-        .map(|r| chakra::decode(&get(&format!("w.{r}.et")), "w").unwrap())
-        .collect();
     let groups =
         trace::read_comm_groups(std::str::from_utf8(&get("w.json")).unwrap(), "w").unwrap();
     let net = AstraNetwork::read(&data("net_sw8x2.yml")).unwrap();
@@ -97,18 +93,22 @@ fn whole_trace(c: &mut Criterion) {
     let mut g = c.benchmark_group("astra trace gpt-6.7b 16 NPUs");
     g.sample_size(10);
     let bytes: Vec<Vec<u8>> = (0..16).map(|r| get(&format!("w.{r}.et"))).collect();
-    g.bench_function("decode", |b| {
+    g.bench_function("decode (lean reader)", |b| {
         b.iter(|| {
             bytes
                 .iter()
-                .map(|x| chakra::decode(black_box(x), "w").unwrap().nodes.len())
+                .map(|x| lean::decode(black_box(x), "w").unwrap().recs.len())
                 .sum::<usize>()
         })
     });
+    let recs: Vec<_> = bytes
+        .iter()
+        .map(|x| lean::decode(x, "w").unwrap())
+        .collect();
     g.bench_function("convert", |b| {
-        b.iter(|| trace::convert(black_box(&traces), &ctx).unwrap())
+        b.iter(|| trace::convert_recs(black_box(&recs), &ctx).unwrap())
     });
-    let w = trace::convert(&traces, &ctx).unwrap();
+    let w = trace::convert_recs(&recs, &ctx).unwrap();
     g.bench_function("critical path", |b| {
         b.iter(|| {
             critical::critical_path(black_box(&w), false)

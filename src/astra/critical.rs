@@ -68,7 +68,6 @@ struct Queued {
     npu: u32,
     task: u32,
     inst: u32,
-    prio: i64,
     next: u64,
     left: u64,
     issued: u64,
@@ -88,7 +87,6 @@ struct Sched<'a> {
     queued: Vec<Queued>,
     queue_of: Vec<Vec<u32>>,
     queue_running: Vec<u64>,
-    issue_count: Vec<i64>,
     lifo: bool,
     est: Estimate,
 }
@@ -125,7 +123,6 @@ pub fn critical_path(w: &Workload, serve_newest_first: bool) -> Result<Estimate>
         queued: Vec::new(),
         queue_of: vec![Vec::new(); n],
         queue_running: vec![0; n],
-        issue_count: vec![0; n],
         lifo,
         est: Estimate {
             npu_finish_ns: vec![0; n],
@@ -227,9 +224,6 @@ impl Sched<'_> {
                 ),
             ));
         }
-        let count = &mut self.issue_count[npu as usize];
-        *count += 1;
-        let prio = if self.lifo { *count } else { -*count };
         let g = self.group_of[c as usize];
         let seq = self.seq.entry((npu, g)).or_insert(0);
         let key = (g, *seq);
@@ -283,7 +277,6 @@ impl Sched<'_> {
             npu,
             task,
             inst: idx,
-            prio,
             next: 0,
             left: info.pieces,
             issued: t,
@@ -298,15 +291,17 @@ impl Sched<'_> {
     fn run_queue(&mut self, npu: u32, t: u64) {
         let active = self.w.active.max(1) as u64;
         while self.queue_running[npu as usize] < active {
-            let best = self.queue_of[npu as usize]
-                .iter()
-                .copied()
-                .filter(|&q| {
-                    let e = &self.queued[q as usize];
-                    e.next
-                        < self.w.collectives[self.instances[e.inst as usize].coll as usize].pieces
-                })
-                .max_by_key(|&q| self.queued[q as usize].prio);
+            // Entries are in issue order, so priorities are monotone along the list.
+            let eligible = |q: &u32| {
+                let e = &self.queued[*q as usize];
+                e.next < self.w.collectives[self.instances[e.inst as usize].coll as usize].pieces
+            };
+            let list = &self.queue_of[npu as usize];
+            let best = if self.lifo {
+                list.iter().rev().copied().find(eligible)
+            } else {
+                list.iter().copied().find(eligible)
+            };
             let Some(q) = best else { return };
             let e = &mut self.queued[q as usize];
             let k = e.next as usize;

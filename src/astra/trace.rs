@@ -17,6 +17,7 @@
 //! - COMM_SEND/RECV_NODE: one message T_h(comm_size) between the two ranks.
 
 use super::chakra::{self, comm_type, node_type};
+use super::lean;
 use super::model::{self, Knobs, Op};
 use super::network_yaml::AstraNetwork;
 use super::phases::{Impl, LogicalDim};
@@ -118,18 +119,34 @@ pub struct Ctx<'a> {
     pub groups: Option<&'a HashMap<String, Vec<u32>>>,
 }
 
-/// Reads every NPU's trace under `prefix` and converts it.
+/// Reads every NPU's trace under `prefix` (in parallel, with the lean reader) and converts it.
 pub fn load(prefix: &Path, ctx: &Ctx) -> Result<Workload> {
     let n = ctx.net.npus() as usize;
-    let files: Vec<chakra::TraceFile> = (0..n)
+    let recs: Vec<lean::Recs> = (0..n)
         .into_par_iter()
-        .map(|r| chakra::read_file(&chakra::rank_path(prefix, r)))
+        .map(|r| {
+            let path = chakra::rank_path(prefix, r);
+            let bytes = std::fs::read(&path).map_err(|source| Error::Io {
+                path: path.clone(),
+                source,
+            })?;
+            lean::decode(&bytes, &path.display().to_string())
+        })
         .collect::<Result<_>>()?;
-    convert(&files, ctx)
+    convert_recs(&recs, ctx)
 }
 
 /// Converts decoded traces (one per NPU, rank order) into a [`Workload`].
 pub fn convert(files: &[chakra::TraceFile], ctx: &Ctx) -> Result<Workload> {
+    let recs: Vec<lean::Recs> = files.iter().map(lean::from_trace).collect();
+    convert_recs(&recs, ctx)
+}
+
+type CollKey = (Op, u64, Box<str>, Vec<bool>);
+
+/// Converts lean records (one per NPU, rank order) into a [`Workload`]: NPUs in
+/// parallel, then the distinct collectives are costed once each.
+pub fn convert_recs(files: &[lean::Recs], ctx: &Ctx) -> Result<Workload> {
     if files.len() as u64 != ctx.net.npus() {
         return Err(Error::input(
             "workload",
@@ -140,18 +157,33 @@ pub fn convert(files: &[chakra::TraceFile], ctx: &Ctx) -> Result<Workload> {
             ),
         ));
     }
+    let per: Vec<(Npu, Vec<CollKey>)> = files
+        .par_iter()
+        .enumerate()
+        .map(|(rank, f)| convert_npu(f, rank, ctx))
+        .collect::<Result<_>>()?;
     let mut colls: Vec<CollInfo> = Vec::new();
-    let mut index: HashMap<(Op, u64, String, Vec<bool>), u32> = HashMap::new();
-    let mut npus = Vec::with_capacity(files.len());
-    for (rank, f) in files.iter().enumerate() {
-        let mut tasks = Vec::with_capacity(f.nodes.len());
-        for node in &f.nodes {
-            let what = || format!("rank {rank} node {} ('{}')", node.id, node.name);
-            let kind_ns = task_cost(node, rank, ctx, &mut colls, &mut index)
-                .map_err(|e| e.context(what()))?;
-            tasks.push(kind_ns);
+    let mut index: HashMap<CollKey, u32> = HashMap::new();
+    let mut npus = Vec::with_capacity(per.len());
+    for (mut npu, keys) in per {
+        let mut global = Vec::with_capacity(keys.len());
+        for key in keys {
+            let id = match index.get(&key) {
+                Some(&i) => i,
+                None => {
+                    colls.push(coll_info(&key, ctx)?);
+                    index.insert(key, colls.len() as u32 - 1);
+                    colls.len() as u32 - 1
+                }
+            };
+            global.push(id);
         }
-        npus.push(link(f, tasks, rank)?);
+        for t in &mut npu.tasks {
+            if let Kind::Coll(local) = t.kind {
+                t.kind = Kind::Coll(global[local as usize]);
+            }
+        }
+        npus.push(npu);
     }
     let q = ctx.knobs.queues_per_dim.max(1);
     Ok(Workload {
@@ -161,47 +193,48 @@ pub fn convert(files: &[chakra::TraceFile], ctx: &Ctx) -> Result<Workload> {
     })
 }
 
-fn task_cost(
-    node: &chakra::Node,
-    rank: usize,
-    ctx: &Ctx,
-    colls: &mut Vec<CollInfo>,
-    index: &mut HashMap<(Op, u64, String, Vec<bool>), u32>,
-) -> Result<Task> {
+/// One NPU's tasks; `Kind::Coll` holds an index into the returned keys.
+fn convert_npu(f: &lean::Recs, rank: usize, ctx: &Ctx) -> Result<(Npu, Vec<CollKey>)> {
+    let mut keys = Vec::new();
+    let mut tasks = Vec::with_capacity(f.recs.len());
+    for r in &f.recs {
+        let t = task_cost(r, rank, ctx, &mut keys)
+            .map_err(|e| e.context(format!("rank {rank} node {}", r.id)))?;
+        tasks.push(t);
+    }
+    Ok((link(f, tasks, rank)?, keys))
+}
+
+fn task_cost(r: &lean::Rec, rank: usize, ctx: &Ctx, keys: &mut Vec<CollKey>) -> Result<Task> {
     let mut t = Task {
-        id: node.id,
+        id: r.id,
         kind: Kind::Nop,
         ns: 0,
         deps: 0,
     };
     let lmbw = ctx.sys.local_mem_bw_gbps;
-    match node.r#type {
+    match r.ty {
         node_type::COMP => {
             t.kind = Kind::Comp;
-            t.ns = comp_ns(node, ctx.sys)?;
+            t.ns = comp_ns(r, ctx.sys)?;
         }
         node_type::MEM_LOAD | node_type::MEM_STORE => {
             t.kind = Kind::Mem;
-            t.ns = (node.attr_u64("tensor_size")?.unwrap_or(0) as f64 / lmbw).floor() as u64;
+            t.ns = (r.uint(lean::TENSOR_SIZE)?.unwrap_or(0) as f64 / lmbw).floor() as u64;
         }
         node_type::COMM_COLL => {
-            let key = coll_key(node)?;
-            let id = match index.get(&key) {
-                Some(&i) => i,
-                None => {
-                    let info = coll_info(&key, ctx)?;
-                    colls.push(info);
-                    index.insert(key, colls.len() as u32 - 1);
-                    colls.len() as u32 - 1
-                }
-            };
-            t.kind = Kind::Coll(id);
+            keys.push(coll_key(r)?);
+            t.kind = Kind::Coll(keys.len() as u32 - 1);
         }
         node_type::COMM_SEND | node_type::COMM_RECV => {
-            let send = node.r#type == node_type::COMM_SEND;
-            let peer_key = if send { "comm_dst" } else { "comm_src" };
-            let peer = node
-                .attr_u64(peer_key)?
+            let send = r.ty == node_type::COMM_SEND;
+            let (k, peer_key) = if send {
+                (lean::COMM_DST, "comm_dst")
+            } else {
+                (lean::COMM_SRC, "comm_src")
+            };
+            let peer = r
+                .uint(k)?
                 .ok_or_else(|| Error::input(peer_key, "missing"))?;
             if peer >= ctx.net.npus() {
                 return Err(Error::input(
@@ -209,8 +242,8 @@ fn task_cost(
                     format!("rank {peer} is outside the network"),
                 ));
             }
-            let tag = node.attr_u64("comm_tag")?.unwrap_or(0);
-            let size = node.attr_u64("comm_size")?.unwrap_or(0);
+            let tag = r.uint(lean::COMM_TAG)?.unwrap_or(0);
+            let size = r.uint(lean::COMM_SIZE)?.unwrap_or(0);
             t.ns = p2p_ns(ctx.net, rank as u64, peer, size);
             t.kind = if send {
                 Kind::Send(peer as u32, tag)
@@ -224,12 +257,12 @@ fn task_cost(
 }
 
 /// Roofline (or recorded) time of a compute node, ns.
-fn comp_ns(node: &chakra::Node, sys: &AstraSystem) -> Result<u64> {
+fn comp_ns(r: &lean::Rec, sys: &AstraSystem) -> Result<u64> {
     if !sys.roofline {
-        return Ok(node.duration_micros.saturating_mul(1000));
+        return Ok(r.duration_micros.saturating_mul(1000));
     }
-    let ops = node.attr_u64("num_ops")?.unwrap_or(0) as f64;
-    let bytes = node.attr_u64("tensor_size")?.unwrap_or(0) as f64;
+    let ops = r.uint(lean::NUM_OPS)?.unwrap_or(0) as f64;
+    let bytes = r.uint(lean::TENSOR_SIZE)?.unwrap_or(0) as f64;
     if ops == 0.0 || bytes == 0.0 {
         return Ok(0);
     }
@@ -255,11 +288,8 @@ pub fn p2p_ns(net: &AstraNetwork, a: u64, b: u64, size: u64) -> u64 {
     }
 }
 
-fn coll_key(node: &chakra::Node) -> Result<(Op, u64, String, Vec<bool>)> {
-    let ct = node
-        .attr("comm_type")
-        .and_then(|a| a.as_i128())
-        .ok_or_else(|| Error::input("comm_type", "missing"))?;
+fn coll_key(r: &lean::Rec) -> Result<CollKey> {
+    let ct = r.ints[lean::COMM_TYPE].ok_or_else(|| Error::input("comm_type", "missing"))?;
     let op = match ct as i64 {
         comm_type::ALL_REDUCE => Op::AllReduce,
         comm_type::ALL_GATHER => Op::AllGather,
@@ -271,19 +301,12 @@ fn coll_key(node: &chakra::Node) -> Result<(Op, u64, String, Vec<bool>)> {
             )));
         }
     };
-    let size = node.attr_u64("comm_size")?.unwrap_or(0);
-    let group = match node.attr("pg_name").and_then(|a| a.value.as_ref()) {
-        Some(chakra::AttrValue::Str(s)) => s.clone(),
-        _ => String::new(),
-    };
-    let involved = match node.attr("involved_dim").and_then(|a| a.value.as_ref()) {
-        Some(chakra::AttrValue::BoolList(l)) => l.values.clone(),
-        _ => Vec::new(),
-    };
-    Ok((op, size, group, involved))
+    let size = r.uint(lean::COMM_SIZE)?.unwrap_or(0);
+    let group = r.pg_name.clone().unwrap_or_default();
+    Ok((op, size, group, r.involved_dim.clone().unwrap_or_default()))
 }
 
-fn coll_info(key: &(Op, u64, String, Vec<bool>), ctx: &Ctx) -> Result<CollInfo> {
+fn coll_info(key: &CollKey, ctx: &Ctx) -> Result<CollInfo> {
     let (op, size, group, involved) = key;
     let n = ctx.net.npus() as u32;
     let members: Vec<u32> = if group.is_empty() {
@@ -295,7 +318,7 @@ fn coll_info(key: &(Op, u64, String, Vec<bool>), ctx: &Ctx) -> Result<CollInfo> 
                 format!("the trace names communicator group '{group}'; give the groups JSON"),
             )
         })?;
-        groups.get(group).cloned().ok_or_else(|| {
+        groups.get(&**group).cloned().ok_or_else(|| {
             let names: Vec<&str> = groups.keys().map(|s| s.as_str()).collect();
             Error::unknown("communicator group", group, &names)
         })?
@@ -327,7 +350,7 @@ fn coll_info(key: &(Op, u64, String, Vec<bool>), ctx: &Ctx) -> Result<CollInfo> 
     Ok(CollInfo {
         op: *op,
         size: *size,
-        group: group.clone(),
+        group: group.to_string(),
         members,
         ns,
         pieces,
@@ -379,19 +402,19 @@ fn group_breakdown(
 }
 
 /// Builds the successor lists and dependency counts of one NPU.
-fn link(f: &chakra::TraceFile, mut tasks: Vec<Task>, rank: usize) -> Result<Npu> {
+fn link(f: &lean::Recs, mut tasks: Vec<Task>, rank: usize) -> Result<Npu> {
     let pos: HashMap<u64, u32> = f
-        .nodes
+        .recs
         .iter()
         .enumerate()
-        .map(|(i, n)| (n.id, i as u32))
+        .map(|(i, r)| (r.id, i as u32))
         .collect();
-    let mut edges: Vec<(u32, u32)> = Vec::new();
-    for (i, n) in f.nodes.iter().enumerate() {
-        for dep in n.data_deps.iter().chain(&n.ctrl_deps) {
+    let mut edges: Vec<(u32, u32)> = Vec::with_capacity(f.deps.len());
+    for (i, r) in f.recs.iter().enumerate() {
+        for dep in &f.deps[r.deps.0 as usize..r.deps.1 as usize] {
             let &p = pos.get(dep).ok_or_else(|| {
                 Error::input(
-                    format!("rank {rank} node {} ('{}')", n.id, n.name),
+                    format!("rank {rank} node {}", r.id),
                     format!("depends on node {dep}, which is not in the trace"),
                 )
             })?;
