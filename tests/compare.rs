@@ -301,3 +301,23 @@ fn scenario_and_flags_together_is_an_error() {
         .code(2)
         .stderr(predicates::str::contains("[[variant]]"));
 }
+
+#[test]
+fn presets_resolve_relative_to_the_scenario_and_variants_can_swap_them() {
+    let dir = std::env::temp_dir().join(format!("astrolabe-rel-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("tmp dir");
+    let model = astrolabe::catalog::source(astrolabe::catalog::Kind::Model, "gpt3-175b")
+        .expect("built-in")
+        .replace("name = \"gpt3-175b\"", "name = \"my-gpt\"");
+    std::fs::write(dir.join("my-gpt.toml"), model).expect("write model");
+    let text = "model = \"./my-gpt.toml\"\nsystem = \"dgx-a100\"\n[plan]\ngpus = 64\ntp = 8\npp = 8\n\
+                [[variant]]\nname = \"22B\"\nmodel = \"megatron-gpt-22b\"\n";
+    let path = dir.join("s.toml");
+    std::fs::write(&path, text).expect("write scenario");
+    let cmp = compare::load(&path.to_string_lossy())
+        .and_then(|s| s.evaluate())
+        .expect("valid scenario");
+    assert_eq!(cmp.columns[0].model.name(), "my-gpt");
+    assert_eq!(cmp.columns[1].model.name(), "megatron-gpt-22b");
+    std::fs::remove_dir_all(&dir).ok();
+}
