@@ -50,6 +50,9 @@ pub struct CollectiveArgs {
     /// Print every term's formula with the numbers put in.
     #[arg(long)]
     pub explain: bool,
+    /// Draw busbw against message size, one line per applicable algorithm, to an SVG file.
+    #[arg(long, value_name = "FILE.svg")]
+    pub plot: Option<PathBuf>,
     /// Output format and file.
     #[command(flatten)]
     pub out: OutputArgs,
@@ -83,7 +86,50 @@ pub fn run(args: &CollectiveArgs) -> Result<Report> {
                 .extend(collective::explain::explain(op, *s, dims, &opts, t)?);
         }
     }
+    if let Some(path) = &args.plot {
+        crate::plot::write_svg(path, &busbw_plot(op, &sizes, dims, &opts, topo.npus())?)?;
+        report
+            .notes
+            .push(format!("plot written to {}", path.display()));
+    }
     Ok(report)
+}
+
+/// busbw (GB/s) against size for the chosen option and for every algorithm that applies
+/// to every dimension at every size.
+fn busbw_plot(
+    op: Collective,
+    sizes: &[Bytes],
+    dims: &[crate::network::Dim],
+    opts: &Options,
+    p: u64,
+) -> Result<String> {
+    let line = |o: &Options| -> Option<Vec<(f64, f64)>> {
+        sizes
+            .iter()
+            .map(|&s| {
+                let t = collective::time(op, s, dims, o).ok()?.total;
+                Some((s.get(), collective::bandwidths(op, s, p, t).1.get() / 1e9))
+            })
+            .collect()
+    };
+    let mut series = Vec::new();
+    for alg in Algorithm::ALL {
+        let o = Options {
+            algorithm: alg,
+            ..*opts
+        };
+        if let Some(pts) = line(&o) {
+            series.push((alg.name().to_string(), pts));
+        }
+    }
+    crate::plot::lines(
+        &format!("{} busbw on {p} NPUs", op.name()),
+        "message size",
+        "busbw (GB/s)",
+        &series,
+        true,
+    )
 }
 
 fn parse_schedule(s: &str) -> Result<Schedule> {
