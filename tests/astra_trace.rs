@@ -143,7 +143,14 @@ fn astra_read_from_files_and_cli() {
     .unwrap();
     let out = assert_cmd::Command::cargo_bin("astrolabe")
         .unwrap()
-        .args(["astra", "--format", "json", "--network"])
+        .args([
+            "astra",
+            "--model",
+            "physical",
+            "--format",
+            "json",
+            "--network",
+        ])
         .arg(data("net_sw8x2.yml"))
         .arg("--system")
         .arg(data("sys_ring_roofline.json"))
@@ -157,7 +164,12 @@ fn astra_read_from_files_and_cli() {
         .stdout
         .clone();
     let j: serde_json::Value = serde_json::from_slice(&out).unwrap();
-    let finish = j["tables"]["workload"][0]["finish_ns"].as_f64().unwrap();
+    let rows = &j["tables"]["workload"];
+    assert_eq!(rows[0]["model"], "astra");
+    let finish = rows[0]["finish_ns"].as_f64().unwrap();
     assert!((finish / 203_537_965.0 - 1.0).abs() < 0.10, "{finish}");
+    // Our physical model on the same DAGs: at least the compute time of the last NPU.
+    assert_eq!(rows[1]["model"], "physical");
+    assert!(rows[1]["finish_ns"].as_f64().unwrap() > 145_153_528.0);
     std::fs::remove_dir_all(&dir).ok();
 }

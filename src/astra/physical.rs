@@ -15,8 +15,9 @@
 //! has an output of N · s, which is what is passed. Chunks = preferred-dataset-splits.
 
 use super::model::{Impl, Op, impls};
-use super::network_yaml::AstraNetwork;
+use super::network_yaml::{AstraDim, AstraNetwork};
 use super::system_json::AstraSystem;
+use super::trace::Workload;
 use crate::collective::{self, Algorithm, Collective, CollectiveTime, Options};
 use crate::error::Result;
 use crate::network::{Dim, DimKind};
@@ -117,4 +118,43 @@ pub fn reasons(op: Op, net: &AstraNetwork, sys: &AstraSystem) -> Vec<String> {
         sys.endpoint_delay_ns, sys.local_mem_bw_gbps
     ));
     out
+}
+
+/// Replaces every collective's duration in `w` by our physical model's time (whole
+/// collective as one piece of the NPU's queue). A communicator group smaller than the
+/// system becomes one dimension of the group's size on its slowest link's building
+/// block (ring algorithm, as ASTRA-sim runs groups).
+pub fn workload_times(w: &mut Workload, net: &AstraNetwork, sys: &AstraSystem) -> Result<()> {
+    let mut ring_sys = sys.clone();
+    for list in [
+        &mut ring_sys.all_reduce,
+        &mut ring_sys.all_gather,
+        &mut ring_sys.reduce_scatter,
+        &mut ring_sys.all_to_all,
+    ] {
+        *list = vec![Impl::Ring];
+    }
+    for c in &mut w.collectives {
+        let whole = c.members.len() as u64 == net.npus();
+        let ns = if c.members.len() < 2 {
+            0.0
+        } else if whole {
+            time(c.op, c.size, net, sys)?.total.get() * 1e9
+        } else if let Some((d, h)) = super::trace::group_link(&c.members, net) {
+            let base = &net.dims[d];
+            let one = AstraNetwork {
+                dims: vec![AstraDim {
+                    npus: c.members.len() as u32,
+                    latency_ns: base.latency_ns * h as f64 / base.hops(1).max(1) as f64,
+                    ..*base
+                }],
+            };
+            time(c.op, c.size, &one, &ring_sys)?.total.get() * 1e9
+        } else {
+            0.0
+        };
+        c.ns = ns.round() as u64;
+        (c.pieces, c.piece_ns) = if c.ns == 0 { (0, 0) } else { (1, c.ns) };
+    }
+    Ok(())
 }

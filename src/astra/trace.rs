@@ -372,18 +372,7 @@ fn group_breakdown(
     if members.len() < 2 {
         return Ok(None);
     }
-    let mut worst: Option<(f64, usize, u64)> = None;
-    for (i, &a) in members.iter().enumerate() {
-        let b = members[(i + 1) % members.len()];
-        if let Some((d, h)) = ctx.net.route(a as u64, b as u64) {
-            let dim = &ctx.net.dims[d];
-            let cost = h as f64 * dim.latency_ns + 1e6 / dim.beta_bytes_per_ns();
-            if worst.is_none_or(|w| cost > w.0) {
-                worst = Some((cost, d, h));
-            }
-        }
-    }
-    let Some((_, d, h)) = worst else {
+    let Some((d, h)) = group_link(members, ctx.net) else {
         return Ok(None);
     };
     let mut ld = LogicalDim::spanning(&ctx.net.dims[d], members.len() as u64);
@@ -399,6 +388,22 @@ fn group_breakdown(
         None,
     )?;
     Ok(Some(b))
+}
+
+/// The slowest link (dimension, hops) between consecutive members of a group's ring.
+pub fn group_link(members: &[u32], net: &AstraNetwork) -> Option<(usize, u64)> {
+    let mut worst: Option<(f64, usize, u64)> = None;
+    for (i, &a) in members.iter().enumerate() {
+        let b = members[(i + 1) % members.len()];
+        if let Some((d, h)) = net.route(a as u64, b as u64) {
+            let dim = &net.dims[d];
+            let cost = h as f64 * dim.latency_ns + 1e6 / dim.beta_bytes_per_ns();
+            if worst.is_none_or(|w| cost > w.0) {
+                worst = Some((cost, d, h));
+            }
+        }
+    }
+    worst.map(|(_, d, h)| (d, h))
 }
 
 /// Builds the successor lists and dependency counts of one NPU.
