@@ -321,3 +321,50 @@ fn presets_resolve_relative_to_the_scenario_and_variants_can_swap_them() {
     assert_eq!(cmp.columns[1].model.name(), "megatron-gpt-22b");
     std::fs::remove_dir_all(&dir).ok();
 }
+
+#[test]
+fn cost_is_gpu_hours_times_the_price() {
+    let out = bin()
+        .args([
+            "compare",
+            "dp-vs-tp-vs-pp",
+            "--gpu-hour-price",
+            "2.5",
+            "--tokens",
+            "300B",
+        ])
+        .args(["--format", "json"])
+        .output()
+        .expect("runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    let rows = v["tables"]["dp-vs-tp-vs-pp"].as_array().expect("table");
+    let get = |metric: &str| {
+        rows.iter()
+            .find(|r| r["metric"] == metric)
+            .unwrap_or_else(|| panic!("row {metric}"))["dp_16"]
+            .as_f64()
+            .expect("number")
+    };
+    // GPU-hours = tokens / (tokens/s) · GPUs / 3600; cost = GPU-hours · price.
+    let hours = 300e9 / get("tokens/s") * get("GPUs") / 3600.0;
+    approx::assert_relative_eq!(
+        get("GPU-hours to train 300B tokens [h]"),
+        hours,
+        max_relative = 1e-12
+    );
+    approx::assert_relative_eq!(
+        get("cost to train 300B tokens [price units]"),
+        2.5 * hours,
+        max_relative = 1e-12
+    );
+    approx::assert_relative_eq!(
+        get("time to train 300B tokens [s]"),
+        300e9 / get("tokens/s"),
+        max_relative = 1e-12
+    );
+}

@@ -173,11 +173,15 @@ fn rows(priced: bool, tokens: Option<f64>) -> Vec<(String, Getter, bool)> {
         .into_iter()
         .map(|(l, g, s)| (l.to_string(), Box::new(g) as Getter, s))
         .collect();
-    let price = |c: &Column| c.gpu_hour_price.unwrap_or(f64::NAN);
+    // Cost = GPU-hours × price per GPU-hour; "n/a" for a column without a price.
+    let cost = |c: &Column, gpu_hours: f64| match c.gpu_hour_price {
+        Some(p) => V::N(gpu_hours * p),
+        None => V::T("n/a".into()),
+    };
     if priced {
         r.push((
             "cost per 1B tokens [price units]".into(),
-            Box::new(move |c: &Column| V::N(gpu_hours_per_gtok(c) * price(c))),
+            Box::new(move |c: &Column| cost(c, gpu_hours_per_gtok(c))),
             false,
         ));
     }
@@ -196,7 +200,7 @@ fn rows(priced: bool, tokens: Option<f64>) -> Vec<(String, Getter, bool)> {
         if priced {
             r.push((
                 format!("cost to train {n} tokens [price units]"),
-                Box::new(move |c: &Column| V::N(c.estimate.gpu_hours(t) * price(c))),
+                Box::new(move |c: &Column| cost(c, c.estimate.gpu_hours(t))),
                 false,
             ));
         }
