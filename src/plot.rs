@@ -211,7 +211,7 @@ pub fn pareto(
                     .map(|&p| Circle::new(p, 2, RGBColor(170, 170, 170).filled())),
             )
             .map_err(draw_err)?
-            .label("evaluated")
+            .label("ranked plans")
             .legend(|(x, y)| Circle::new((x + 5, y), 3, RGBColor(170, 170, 170).filled()));
         let c = colour(0);
         chart
@@ -222,14 +222,25 @@ pub fn pareto(
         chart
             .draw_series(front.iter().map(|&p| Circle::new(p, 4, c.filled())))
             .map_err(draw_err)?;
+        // Top points get a short tag ("#1") beside them and their full label in a list
+        // at the upper right, so clustered points stay readable.
         let t = colour(3);
         chart
-            .draw_series(top.iter().map(|(name, x, y)| {
+            .draw_series(top.iter().enumerate().map(|(i, (name, x, y))| {
+                let tag = name.split_whitespace().next().unwrap_or("").to_string();
                 EmptyElement::at((*x, *y))
                     + Cross::new((0, 0), 5, t.stroke_width(2))
-                    + Text::new(name.clone(), (6, -12), ("sans-serif", 12))
+                    + Text::new(tag, (6 + 22 * i as i32, -14), ("sans-serif", 11))
             }))
             .map_err(draw_err)?;
+        for (i, (name, _, _)) in top.iter().enumerate() {
+            root.draw(&Text::new(
+                name.clone(),
+                (W as i32 - 330, 60 + 16 * i as i32),
+                ("sans-serif", 12).into_font().color(&t),
+            ))
+            .map_err(draw_err)?;
+        }
         chart
             .configure_series_labels()
             .background_style(WHITE.mix(0.85))

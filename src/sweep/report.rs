@@ -207,12 +207,21 @@ pub fn plot(grid: &Grid, opts: &SearchOptions, r: &SearchResult) -> Result<Strin
     let xy = |e: &estimate::Estimate| (a.value(e) * a.scale(), b.value(e) * b.scale());
     let cloud: Vec<(f64, f64)> = r.run.top.iter().map(|h| xy(&h.item.est)).collect();
     let front: Vec<(f64, f64)> = r.run.pareto.iter().map(|p| xy(&p.item.est)).collect();
+    // Label the best plan of each of the first five distinct (network, dp, tp, pp).
+    let mut seen = Vec::new();
     let top: Vec<(String, f64, f64)> = r
         .run
         .top
         .iter()
-        .take(5)
         .enumerate()
+        .filter(|(_, h)| {
+            let p = &h.item.est.plan;
+            let k = (h.item.system, p.dp, p.tp, p.pp);
+            let new = !seen.contains(&k);
+            seen.push(k);
+            new
+        })
+        .take(5)
         .map(|(i, h)| {
             let p = &h.item.est.plan;
             let net = if grid.systems.len() > 1 {
