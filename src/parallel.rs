@@ -211,7 +211,7 @@ impl Plan {
         let tp_pp = s.tp * s.pp;
         let dp = match s.dp {
             Some(d) => d,
-            None if gpus % tp_pp == 0 => gpus / tp_pp,
+            None if gpus.is_multiple_of(tp_pp) => gpus / tp_pp,
             None => {
                 return Err(bad(
                     "gpus",
@@ -226,7 +226,7 @@ impl Plan {
             ));
         }
         let gb = s.global_batch.unwrap_or(dp * s.micro_batch);
-        if gb == 0 || gb % (dp * s.micro_batch) != 0 {
+        if gb == 0 || !gb.is_multiple_of(dp * s.micro_batch) {
             return Err(bad(
                 "global_batch",
                 format!(
@@ -249,7 +249,7 @@ impl Plan {
         if v == 0 {
             return Err(bad("virtual_stages", "must be ≥ 1".into()));
         }
-        if s.schedule == Schedule::Interleaved && s.pp > 1 && m % s.pp != 0 {
+        if s.schedule == Schedule::Interleaved && s.pp > 1 && !m.is_multiple_of(s.pp) {
             return Err(bad(
                 "global_batch",
                 format!(
@@ -264,7 +264,7 @@ impl Plan {
                 format!("stage {} does not exist; expected 0–3", s.zero),
             ));
         }
-        if dp % s.ep != 0 {
+        if !dp.is_multiple_of(s.ep) {
             return Err(bad("ep", format!("{} must divide dp = {dp}", s.ep)));
         }
         let plan = Plan {
@@ -296,7 +296,7 @@ impl Plan {
     fn check_model(&self, model: &Model) -> Result<()> {
         match &model.kind {
             ModelKind::Transformer(t) => {
-                if t.heads % self.tp != 0 {
+                if !t.heads.is_multiple_of(self.tp) {
                     return Err(bad(
                         "tp",
                         format!(
@@ -305,13 +305,13 @@ impl Plan {
                         ),
                     ));
                 }
-                if t.kv_heads % self.tp != 0 && self.tp % t.kv_heads != 0 {
+                if !t.kv_heads.is_multiple_of(self.tp) && !self.tp.is_multiple_of(t.kv_heads) {
                     return Err(bad(
                         "tp",
                         format!("{} and the {} KV heads do not divide", self.tp, t.kv_heads),
                     ));
                 }
-                if t.layers % (self.pp * self.v) != 0 {
+                if !t.layers.is_multiple_of(self.pp * self.v) {
                     return Err(bad(
                         "pp",
                         format!(
@@ -320,7 +320,7 @@ impl Plan {
                         ),
                     ));
                 }
-                if t.experts % self.ep != 0 {
+                if !t.experts.is_multiple_of(self.ep) {
                     return Err(bad(
                         "ep",
                         format!("{} does not divide the {} experts", self.ep, t.experts),
@@ -420,9 +420,9 @@ impl Cursor<'_> {
                     format!("group of {size} does not fit in the topology"),
                 ));
             };
-            let take = if need >= self.left && need % self.left == 0 {
+            let take = if need >= self.left && need.is_multiple_of(self.left) {
                 self.left
-            } else if self.left % need == 0 {
+            } else if self.left.is_multiple_of(need) {
                 need
             } else {
                 return Err(bad(

@@ -81,7 +81,7 @@ impl System {
             }
             inner *= d.size;
         }
-        if gpus % inner != 0 {
+        if !gpus.is_multiple_of(inner) {
             return Err(Error::input(
                 "--gpus",
                 format!(

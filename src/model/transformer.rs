@@ -131,10 +131,10 @@ impl Transformer {
                 return Err(Error::input(format!("{w}.{k}"), "must be ≥ 1"));
             }
         }
-        if spec.hidden % spec.heads != 0 {
+        if !spec.hidden.is_multiple_of(spec.heads) {
             return Err(Error::input(format!("{w}.heads"), "must divide hidden"));
         }
-        if spec.heads % kv != 0 {
+        if !spec.heads.is_multiple_of(kv) {
             return Err(Error::input(format!("{w}.kv_heads"), "must divide heads"));
         }
         let (experts, top_k) = match spec.moe {
