@@ -28,7 +28,7 @@ pub enum Command {
     /// Time of one collective on a multi-dimensional topology (nccl-tests style table).
     Collective(collective::CollectiveArgs),
     /// Time, breakdown and memory of one training iteration for a model, system and plan.
-    Estimate(estimate::EstimateArgs),
+    Estimate(Box<estimate::EstimateArgs>),
     /// Search parallelism plans and topologies, ranked.
     Sweep(sweep::SweepArgs),
     /// Evaluate a baseline and variants side by side.
