@@ -441,6 +441,21 @@ pub(super) fn evaluate<T: Trace>(
         rep: if plan.sp { r / t } else { r },
     };
     tr.line(|| {
+        let e = &dev.spec.efficiency;
+        format!(
+            "GEMM time = 2·M·N·K / (peak · e), e = {} · q(M,N on {} units, {}×{} tiles) · K/(K+{}); peak {} ({})",
+            e.gemm, dev.spec.compute_units, e.gemm_tile[0], e.gemm_tile[1], e.gemm_k_overhead, peak, plan.precision.name()
+        )
+    });
+    tr.line(|| {
+        format!(
+            "memory-bound time = bytes / ({} · {}) + kernels · {}",
+            dev.spec.memory_bandwidth,
+            dev.spec.efficiency.memory,
+            dev.spec.efficiency.kernel_overhead
+        )
+    });
+    tr.line(|| {
         format!(
             "per layer, per micro-batch (b={}, s={}, h={}, t={}):",
             plan.micro_batch, m.s, m.h, plan.tp
@@ -540,6 +555,35 @@ pub(super) fn evaluate<T: Trace>(
         m.s,
     );
     let memory = stage_memory(&c, params, plan);
+    tr.line(|| {
+        format!(
+            "iteration = m·T_stage + bubble + optimizer + exposed DP = {mb}·{} + {} + {} + {} = {}",
+            st.0,
+            times.bubble,
+            times.optimizer,
+            times.comm[CommClass::Dp as usize].exposed,
+            times.total
+        )
+    });
+    tr.line(|| {
+        format!(
+            "MFU = 3·F_fwd/token·tokens / (T·peak·N) = {:.4e} / ({} · {} · {}) = {:.1}%",
+            model_flops,
+            times.total,
+            peak,
+            plan.gpus,
+            100.0 * metrics.mfu
+        )
+    });
+    tr.line(|| {
+        format!(
+            "activations = per layer {} × L/p = {} × in flight {:.3} = {} (Korthikanti et al. 2022 Eq. 1-6)",
+            Bytes::new(memory::layer_activation_bytes(m, plan, m.bias)),
+            m.layers / plan.pp,
+            memory::in_flight(plan),
+            memory.activations
+        )
+    });
     Ok(Estimate {
         plan: *plan,
         time: times,
