@@ -44,7 +44,29 @@ pub struct Estimate {
 const FINISH: u8 = 0;
 const CHUNK: u8 = 1;
 const READY: u8 = 2;
-type Event = Reverse<(u64, u8, u32, u32)>;
+/// The event queue: (time, kind, npu, task) packed into one u128 so that ordering is a
+/// single integer comparison (time, then kind, then npu, then task).
+#[derive(Default)]
+struct Events(BinaryHeap<Reverse<u128>>);
+
+impl Events {
+    fn push(&mut self, (t, ev, npu, task): (u64, u8, u32, u32)) {
+        let key = ((t as u128) << 64)
+            | ((ev as u128) << 62)
+            | ((npu as u128 & 0x3fff_ffff) << 32)
+            | task as u128;
+        self.0.push(Reverse(key));
+    }
+    fn pop(&mut self) -> Option<(u64, u8, u32, u32)> {
+        let Reverse(k) = self.0.pop()?;
+        Some((
+            (k >> 64) as u64,
+            ((k >> 62) & 3) as u8,
+            ((k >> 32) & 0x3fff_ffff) as u32,
+            k as u32,
+        ))
+    }
+}
 
 #[derive(Default)]
 struct Unit {
@@ -75,7 +97,7 @@ struct Queued {
 
 struct Sched<'a> {
     w: &'a Workload,
-    heap: BinaryHeap<Event>,
+    heap: Events,
     remaining: Vec<Vec<u32>>,
     units: Vec<[Unit; 3]>,
     group_of: Vec<u32>,
@@ -96,6 +118,11 @@ struct Sched<'a> {
 pub fn critical_path(w: &Workload, serve_newest_first: bool) -> Result<Estimate> {
     let lifo = serve_newest_first;
     let n = w.npus.len();
+    if n >= 1 << 30 {
+        return Err(Error::Unsupported(format!(
+            "{n} NPUs: at most 2^30 are supported"
+        )));
+    }
     let mut groups: HashMap<&str, u32> = HashMap::new();
     let group_of = w
         .collectives
@@ -107,7 +134,7 @@ pub fn critical_path(w: &Workload, serve_newest_first: bool) -> Result<Estimate>
         .collect();
     let mut s = Sched {
         w,
-        heap: BinaryHeap::new(),
+        heap: Events::default(),
         remaining: w
             .npus
             .iter()
@@ -134,11 +161,11 @@ pub fn critical_path(w: &Workload, serve_newest_first: bool) -> Result<Estimate>
     for (r, p) in w.npus.iter().enumerate() {
         for (i, t) in p.tasks.iter().enumerate() {
             if t.deps == 0 {
-                s.heap.push(Reverse((0, READY, r as u32, i as u32)));
+                s.heap.push((0, READY, r as u32, i as u32));
             }
         }
     }
-    while let Some(Reverse((t, ev, npu, task))) = s.heap.pop() {
+    while let Some((t, ev, npu, task)) = s.heap.pop() {
         match ev {
             READY => s.ready(npu, task, t)?,
             CHUNK => s.chunk_done(task, t)?,
@@ -165,14 +192,14 @@ impl Sched<'_> {
     fn ready(&mut self, npu: u32, task: u32, t: u64) -> Result<()> {
         let tk = self.w.npus[npu as usize].tasks[task as usize];
         match tk.kind {
-            Kind::Nop => self.heap.push(Reverse((t, FINISH, npu, task))),
+            Kind::Nop => self.heap.push((t, FINISH, npu, task)),
             Kind::Send(dst, tag) => {
-                self.heap.push(Reverse((t + tk.ns, FINISH, npu, task)));
+                self.heap.push((t + tk.ns, FINISH, npu, task));
                 let key = (npu, dst, tag);
                 match self.recv_wait.remove(&key) {
                     Some((rt, rready)) => {
                         let end = rready.max(t + tk.ns);
-                        self.heap.push(Reverse((end, FINISH, dst, rt)));
+                        self.heap.push((end, FINISH, dst, rt));
                     }
                     None => {
                         self.sent.insert(key, t + tk.ns);
@@ -180,7 +207,7 @@ impl Sched<'_> {
                 }
             }
             Kind::Recv(src, tag) => match self.sent.remove(&(src, npu, tag)) {
-                Some(arrival) => self.heap.push(Reverse((arrival.max(t), FINISH, npu, task))),
+                Some(arrival) => self.heap.push((arrival.max(t), FINISH, npu, task)),
                 None => {
                     self.recv_wait.insert((src, npu, tag), (task, t));
                 }
@@ -206,7 +233,7 @@ impl Sched<'_> {
         if tk.kind == Kind::Comp {
             self.est.npu_compute_ns[npu as usize] += tk.ns;
         }
-        self.heap.push(Reverse((t + tk.ns, FINISH, npu, task)));
+        self.heap.push((t + tk.ns, FINISH, npu, task));
         Ok(())
     }
 
@@ -266,7 +293,7 @@ impl Sched<'_> {
             if all {
                 let end = inst.last_issue;
                 for &(m, mt) in &inst.members {
-                    self.heap.push(Reverse((end, FINISH, m, mt)));
+                    self.heap.push((end, FINISH, m, mt));
                 }
             }
             return Ok(());
@@ -314,7 +341,7 @@ impl Sched<'_> {
             if inst.starts[k].0 == info.members.len() {
                 let end = inst.starts[k].1 + info.piece_ns;
                 for &(m, mq) in &inst.members {
-                    self.heap.push(Reverse((end, CHUNK, m, mq)));
+                    self.heap.push((end, CHUNK, m, mq));
                 }
             }
         }
@@ -329,7 +356,7 @@ impl Sched<'_> {
             let (task, issued) = (e.task, e.issued);
             self.queue_of[npu as usize].retain(|&x| x != q);
             self.est.npu_comm_ns[npu as usize] += t - issued;
-            self.heap.push(Reverse((t, FINISH, npu, task)));
+            self.heap.push((t, FINISH, npu, task));
         }
         self.run_queue(npu, t);
         Ok(())
@@ -353,7 +380,7 @@ impl Sched<'_> {
             let r = &mut self.remaining[npu as usize][s as usize];
             *r -= 1;
             if *r == 0 {
-                self.heap.push(Reverse((t, READY, npu, s)));
+                self.heap.push((t, READY, npu, s));
             }
         }
         Ok(())
