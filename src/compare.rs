@@ -271,13 +271,10 @@ impl Scenario {
         for (i, v) in self.variants.iter().enumerate() {
             let (line, leaves) = self.lines.variants.get(i).cloned().unwrap_or_default();
             let price = v.gpu_hour_price.or(self.gpu_hour_price);
-            let doc = self
+            let col = self
                 .apply(&base, &v.overrides)
-                .map_err(|e| self.at(line, &v.name, e))?;
-            let col = match self.column(&v.name, &doc, price) {
-                Ok(c) => c,
-                Err(e) => return Err(self.blame_variant(&base, v, line, &leaves, e)),
-            };
+                .and_then(|doc| self.column(&v.name, &doc, price))
+                .map_err(|e| self.blame_variant(&base, v, line, &leaves, e))?;
             columns.push(col);
         }
         Ok(Comparison {
@@ -356,27 +353,29 @@ impl Scenario {
     }
 
     /// Replaces preset names by their TOML tables: `model`, `system`, `system.device`.
+    /// Each is a name (or path), a table, or a table with `preset = "name"` whose other
+    /// keys override that preset.
     fn expand(&self, mut doc: Table) -> Result<Table> {
         let dir = self
             .origin
             .parent()
             .map(Path::to_path_buf)
             .unwrap_or_default();
-        if let Some(Value::String(s)) = doc.get("model").cloned() {
-            doc.insert("model".into(), preset(Kind::Model, &s, &dir)?.0);
+        if let Some(v) = doc.remove("model") {
+            doc.insert("model".into(), resolve(Kind::Model, v, &dir)?.0);
         }
         let mut sys_dir = dir.clone();
-        if let Some(Value::String(s)) = doc.get("system").cloned() {
-            let (t, origin) = preset(Kind::System, &s, &dir)?;
-            if catalog::is_path(&s) {
-                sys_dir = origin.parent().map(Path::to_path_buf).unwrap_or_default();
+        if let Some(v) = doc.remove("system") {
+            let (t, origin) = resolve(Kind::System, v, &dir)?;
+            if let Some(o) = origin {
+                sys_dir = o.parent().map(Path::to_path_buf).unwrap_or_default();
             }
             doc.insert("system".into(), t);
         }
         if let Some(Value::Table(sys)) = doc.get_mut("system")
-            && let Some(Value::String(d)) = sys.get("device").cloned()
+            && let Some(v) = sys.remove("device")
         {
-            sys.insert("device".into(), preset(Kind::Device, &d, &sys_dir)?.0);
+            sys.insert("device".into(), resolve(Kind::Device, v, &sys_dir)?.0);
         }
         Ok(doc)
     }
@@ -432,6 +431,35 @@ impl Scenario {
 fn typed<T: serde::de::DeserializeOwned>(what: &str, v: Value) -> Result<T> {
     v.try_into()
         .map_err(|e: toml::de::Error| Error::input(what, e.message().trim().to_string()))
+}
+
+/// Resolves one preset value: a name or path becomes the preset's table; a table with
+/// `preset = "name"` becomes that preset with the table's other keys merged on top; any
+/// other value is returned as is. Also returns the file it came from when it is a path.
+fn resolve(kind: Kind, v: Value, dir: &Path) -> Result<(Value, Option<PathBuf>)> {
+    let file = |s: &str, origin: PathBuf| catalog::is_path(s).then_some(origin);
+    match v {
+        Value::String(s) => {
+            let (t, origin) = preset(kind, &s, dir)?;
+            Ok((t, file(&s, origin)))
+        }
+        Value::Table(mut over) => match over.remove("preset") {
+            Some(Value::String(s)) => {
+                let (t, origin) = preset(kind, &s, dir)?;
+                let Value::Table(mut base) = t else {
+                    return Err(Error::Internal("preset is not a table".into()));
+                };
+                merge::merge(&mut base, &over, kind.name())?;
+                Ok((Value::Table(base), file(&s, origin)))
+            }
+            Some(other) => Err(Error::input(
+                format!("{}.preset", kind.name()),
+                format!("expected a preset name, got {}", other.type_str()),
+            )),
+            None => Ok((Value::Table(over), None)),
+        },
+        other => Ok((other, None)),
+    }
 }
 
 /// A preset (built-in name, or path relative to `dir`) as a TOML table, with its origin.

@@ -191,7 +191,7 @@ fn override_of_a_non_existent_key_names_file_line_and_variant() {
         format!("{BASE}\n[[variant]]\nname = \"dim 3\"\nsystem.network.dims.3.size = 2\n");
     assert_mentions(
         &error_of(&past_end),
-        &["bad.toml", "line 10", "variant 'dim 3'", "no such element"],
+        &["bad.toml", "line 12", "variant 'dim 3'", "no such element"],
     );
 }
 
@@ -366,5 +366,39 @@ fn cost_is_gpu_hours_times_the_price() {
         get("time to train 300B tokens [s]"),
         300e9 / get("tokens/s"),
         max_relative = 1e-12
+    );
+}
+
+#[test]
+fn a_preset_key_starts_a_variant_from_another_preset() {
+    let text = format!(
+        "{BASE}\n[[variant]]\nname = \"h200\"\nsystem.preset = \"dgx-h100\"\nsystem.device = \"h200\"\n\
+         [[variant]]\nname = \"typo\"\nsystem.preset = \"dgx-h10\"\n"
+    );
+    let err = error_of(&text);
+    assert_mentions(
+        &err,
+        &[
+            "bad.toml",
+            "line 16",
+            "variant 'typo'",
+            "did you mean 'dgx-h100'",
+        ],
+    );
+    let ok = text
+        .split("[[variant]]\nname = \"typo\"")
+        .next()
+        .expect("prefix")
+        .to_string();
+    let cmp = compare::parse(&ok, Path::new("ok.toml"))
+        .and_then(|s| s.evaluate())
+        .expect("valid scenario");
+    let h200 = &cmp.columns[1].system;
+    let h100 = astrolabe::catalog::system("dgx-h100").expect("built-in");
+    assert_eq!(h200.device.spec.name, "h200");
+    assert_eq!(
+        h200.topology.dims()[0],
+        h100.topology.dims()[0],
+        "network is the H100 pod's"
     );
 }

@@ -30,6 +30,7 @@ pub const SCENARIOS: &[Entry] = embed!(
     "wafer-vs-conventional",
     "dp-vs-tp-vs-pp",
     "a100-vs-a800",
+    "gpu-generations",
 );
 
 /// Names of the built-in scenarios.

@@ -4,7 +4,8 @@
 //! Merge rules: a table merges key by key, recursively; any other value replaces what was
 //! there. An array can be changed element by element by writing the index as a key
 //! (`[variant.system.network.dims.0]`): the element is merged with that table. An index
-//! past the end of the array is an error (there is nothing to override).
+//! past the end of the array is an error (there is nothing to override). A table with a
+//! `preset = "name"` key replaces what was there (it starts from that preset instead).
 
 use crate::error::{Error, Result};
 use toml::de::{DeTable, DeValue};
@@ -32,6 +33,10 @@ pub fn merge(base: &mut Table, over: &Table, at: &str) -> Result<()> {
     for (k, v) in over {
         let here = join(at, k);
         match (base.get_mut(k), v) {
+            // `preset = "name"` starts afresh from that preset: replace, resolve later.
+            (_, Value::Table(o)) if o.contains_key("preset") => {
+                base.insert(k.clone(), v.clone());
+            }
             (Some(Value::Table(b)), Value::Table(o)) => merge(b, o, &here)?,
             (Some(Value::Array(b)), Value::Table(o)) => merge_indexed(b, o, &here)?,
             _ => {
