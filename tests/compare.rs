@@ -402,3 +402,22 @@ fn a_preset_key_starts_a_variant_from_another_preset() {
         "network is the H100 pod's"
     );
 }
+
+#[test]
+fn readme_example_scenario_evaluates() {
+    let readme = std::fs::read_to_string(root().join("README.md")).expect("README");
+    let section = readme
+        .split("<!-- section:compare -->")
+        .nth(1)
+        .expect("compare section");
+    let toml = section
+        .split("```toml\n")
+        .nth(1)
+        .and_then(|s| s.split("```").next())
+        .expect("a TOML example");
+    let cmp = compare::parse(toml, Path::new("README.md"))
+        .and_then(|s| s.evaluate())
+        .expect("the README example is valid");
+    assert_eq!(cmp.columns.len(), 3);
+    assert!(cmp.columns.iter().all(|c| c.gpu_hour_price == Some(2.0)));
+}
