@@ -185,7 +185,7 @@ pub fn throughput_table(e: &Estimate, tokens: Option<f64>) -> Result<Table> {
     kv(
         &mut t,
         "model FLOPs per iteration",
-        Cell::num(m.model_flops),
+        Cell::q(format!("{:.4e} FLOP", m.model_flops), m.model_flops),
     )?;
     if let Some(n) = tokens {
         let s = e.train_time(n);
