@@ -22,7 +22,7 @@ pub struct EstimateArgs {
     /// System: a built-in name (dgx-a100, dgx-h100, tpu-v4, …) or a TOML path.
     #[arg(long)]
     pub system: Option<String>,
-    /// A scenario TOML (model, system, [plan], tokens); other flags override it.
+    /// A scenario TOML (model, system, `[plan]`, tokens); other flags override it.
     #[arg(long, value_name = "FILE.toml")]
     pub scenario: Option<PathBuf>,
     /// Number of devices (default: the whole system).
