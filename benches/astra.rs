@@ -117,6 +117,58 @@ fn whole_trace(c: &mut Criterion) {
         })
     });
     g.finish();
+
+    // 512 NPUs: 32 independent copies of the 16-NPU iteration (ranks, groups and send/recv
+    // peers shifted), 2.66 M nodes, on Switch 8 × Switch 64.
+    let mut big = Vec::new();
+    let mut big_groups = HashMap::new();
+    for k in 0..32u32 {
+        for r in &recs {
+            let mut r = r.clone();
+            for n in &mut r.recs {
+                if let Some(g) = &n.pg_name {
+                    n.pg_name = Some(format!("{g}_{k}").into());
+                }
+                for i in [lean::COMM_SRC, lean::COMM_DST] {
+                    if let Some(v) = n.ints[i] {
+                        n.ints[i] = Some(v + 16 * k as i128);
+                    }
+                }
+            }
+            big.push(r);
+        }
+        for (g, m) in &groups {
+            big_groups.insert(
+                format!("{g}_{k}"),
+                m.iter().map(|x| x + 16 * k).collect::<Vec<_>>(),
+            );
+        }
+    }
+    let big_net = AstraNetwork::parse(
+        "topology: [ Switch, Switch ]\nnpus_count: [ 8, 64 ]\nbandwidth: [ 200.0, 50.0 ]\nlatency: [ 500.0, 1000.0 ]\n",
+        "big",
+    )
+    .unwrap();
+    let big_ctx = trace::Ctx {
+        net: &big_net,
+        sys: &sys,
+        knobs: &knobs,
+        groups: Some(&big_groups),
+    };
+    let mut g = c.benchmark_group("astra trace 512 NPUs (32 x gpt-6.7b)");
+    g.sample_size(10);
+    g.bench_function("convert", |b| {
+        b.iter(|| trace::convert_recs(black_box(&big), &big_ctx).unwrap())
+    });
+    let bw = trace::convert_recs(&big, &big_ctx).unwrap();
+    g.bench_function("critical path", |b| {
+        b.iter(|| {
+            critical::critical_path(black_box(&bw), false)
+                .unwrap()
+                .finish_ns
+        })
+    });
+    g.finish();
 }
 
 criterion_group!(benches, microbenchmarks, whole_trace);
