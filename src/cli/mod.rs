@@ -30,7 +30,7 @@ pub enum Command {
     /// Time, breakdown and memory of one training iteration for a model, system and plan.
     Estimate(Box<estimate::EstimateArgs>),
     /// Search parallelism plans and topologies, ranked.
-    Sweep(sweep::SweepArgs),
+    Sweep(Box<sweep::SweepArgs>),
     /// Evaluate a baseline and variants side by side.
     Compare(compare::CompareArgs),
     /// List the built-in models, devices, systems and scenarios.
