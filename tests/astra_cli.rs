@@ -27,8 +27,20 @@ fn tmp(name: &str) -> PathBuf {
 
 #[track_caller]
 fn astra_ns(net: &Path, sys: &Path, op: &str, size: &str) -> u64 {
+    astra_ns_backend(net, sys, op, size, "unaware")
+}
+
+#[track_caller]
+fn astra_ns_backend(net: &Path, sys: &Path, op: &str, size: &str, backend: &str) -> u64 {
     let out = bin()
-        .args(["astra", "--format", "json", "--network"])
+        .args([
+            "astra",
+            "--format",
+            "json",
+            "--backend",
+            backend,
+            "--network",
+        ])
         .arg(net)
         .arg("--system")
         .arg(sys)
@@ -52,14 +64,16 @@ fn astra_every_reference_row_through_the_binary() {
     let mut n = 0;
     for rec in r.records() {
         let rec = rec.unwrap();
-        if &rec[col("backend")] != "congestion_unaware" {
-            continue;
-        }
-        let got = astra_ns(
+        let backend = match &rec[col("backend")] {
+            "congestion_unaware" => "unaware",
+            _ => "aware",
+        };
+        let got = astra_ns_backend(
             &data(&rec[col("network_config")]),
             &data(&rec[col("system_config")]),
             &rec[col("collective")],
             &format!("{}B", &rec[col("comm_size_bytes")]),
+            backend,
         );
         let want: f64 = rec[col("finish_time_max")].parse().unwrap();
         let tol = if rec[col("npus_per_dim")].contains('x') {
@@ -71,7 +85,7 @@ fn astra_every_reference_row_through_the_binary() {
         assert!(err <= tol, "{:?}: {got} vs {want}", rec);
         n += 1;
     }
-    assert_eq!(n, 96);
+    assert_eq!(n, 176);
 }
 
 #[test]

@@ -94,3 +94,36 @@ fn astra_every_congestion_unaware_row_matches() {
         summ / nm as f64 * 100.0
     );
 }
+
+#[test]
+fn astra_every_congestion_aware_row_matches() {
+    let rows = rows("congestion_aware");
+    assert_eq!(rows.len(), 80);
+    let knobs = Knobs {
+        congestion_aware: true,
+        ..Knobs::default()
+    };
+    let (mut max, mut sum) = (0f64, 0f64);
+    for r in &rows {
+        let net = AstraNetwork::read(&data(&r.network)).unwrap();
+        let sys = AstraSystem::read(&data(&r.system)).unwrap();
+        let b = model::collective(r.op, r.size, &net, &sys, &knobs, None)
+            .unwrap_or_else(|e| panic!("{}: {e}", r.name));
+        let err = (b.total_ns as f64 - r.reference as f64).abs() / r.reference as f64;
+        assert!(
+            err <= 1e-3,
+            "{}: model {} ns, ASTRA-sim {} ns ({:.4} %)",
+            r.name,
+            b.total_ns,
+            r.reference,
+            err * 100.0
+        );
+        (max, sum) = (max.max(err), sum + err);
+    }
+    eprintln!(
+        "congestion-aware 1-D rows: {}, max error {:.5} %, mean {:.5} %",
+        rows.len(),
+        max * 100.0,
+        sum / rows.len() as f64 * 100.0
+    );
+}

@@ -83,6 +83,9 @@ pub struct Knobs {
     pub injection_scale: f64,
     /// `--comm-scale`: multiplies every collective's size (default 1).
     pub comm_scale: f64,
+    /// Model the congestion-aware backend (1-D Switch rules; see `phases`) instead of the
+    /// congestion-unaware one.
+    pub congestion_aware: bool,
 }
 
 impl Default for Knobs {
@@ -91,6 +94,7 @@ impl Default for Knobs {
             queues_per_dim: 1,
             injection_scale: 1.0,
             comm_scale: 1.0,
+            congestion_aware: false,
         }
     }
 }
@@ -182,10 +186,16 @@ pub fn collective(
     let flat = list[0].is_one();
     for (i, d) in dims.iter_mut().enumerate().take(k) {
         *d = LogicalDim::physical(&net.dims[i], i);
+        if knobs.congestion_aware {
+            *d = d.congestion_aware();
+        }
     }
     let (dims, imps): (&[LogicalDim], &[Impl]) = if flat {
         // one* implementations run one logical ring/direct/HD over all NPUs.
         dims[0] = LogicalDim::flattened(net, k);
+        if knobs.congestion_aware {
+            dims[0] = dims[0].congestion_aware();
+        }
         (&dims[..1], &list[..1])
     } else {
         (&dims[..k], &list[..k])

@@ -12,7 +12,12 @@
 //! | doubleBinaryTree, H = ⌊log2 p⌋ | 2H·T(c) + (2H+1)E + (2H−1)R(c) (every collective) | same | same | same |
 //!
 //! Ring, direct (full window) and halving-doubling are the forms of ASTRA_NOTES.md, which
-//! reproduce every single-dimension reference run exactly. Direct with a smaller window
+//! reproduce every single-dimension reference run exactly. The congestion-aware backend
+//! (`congestion_aware/network/Link.cpp`: store-and-forward FIFO links) changes only T:
+//! h·L + k·⌊m/β⌋ with k = 2 links on a Switch, and on a Switch a direct round's w messages
+//! queue on the NPU's uplink, k = w + 1; this reproduces all 80 congestion-aware
+//! reference runs (1-D) exactly. Direct and halving-doubling on a Ring share multi-hop
+//! links and are refused under that backend. Direct with a smaller window
 //! and the double binary tree are derived from the same per-packet rules (no reference
 //! run covers them): the tree climbs H levels (each a message, a receive E and a
 //! reduction) and descends H levels.
@@ -129,6 +134,11 @@ pub struct LogicalDim {
     pub fixed_hops: u64,
     /// Queue index (physical dimension).
     pub queue: usize,
+    /// Congestion-aware backend: messages are stored and forwarded over every link.
+    pub aware: bool,
+    /// Serialisations of a message beyond the first (aware backend: 1 on a Switch, whose
+    /// NPU → switch → NPU path is two links).
+    pub extra_serial: f64,
 }
 
 impl LogicalDim {
@@ -141,6 +151,8 @@ impl LogicalDim {
             ring: d.kind == DimKind::Ring,
             fixed_hops: if d.kind == DimKind::Switch { 2 } else { 1 },
             queue,
+            aware: false,
+            extra_serial: 0.0,
         }
     }
     /// One logical dimension over the first `k` dimensions (`one*` implementations and
@@ -164,6 +176,8 @@ impl LogicalDim {
             ring: false,
             fixed_hops: d.hops(1),
             queue: 0,
+            aware: false,
+            extra_serial: 0.0,
         }
     }
     /// Hops between members at index distance `dist`.
@@ -175,9 +189,25 @@ impl LogicalDim {
             self.fixed_hops
         }
     }
-    /// T_h(m) = ⌊h·L + m/β⌋ ns (`BasicTopology.cpp`, congestion-unaware).
+    /// T_h(m) = ⌊h·L + m/β⌋ ns (`BasicTopology.cpp`, congestion-unaware). With the
+    /// congestion-aware backend each link serialises the message in whole ns:
+    /// h·L + k·⌊m/β⌋ with k = 2 on a Switch (NPU → switch → NPU, store and forward,
+    /// `congestion_aware/network/Link.cpp`) and k = 1 elsewhere.
     pub fn msg_ns(&self, hops: u64, m: u64) -> u64 {
+        if self.aware {
+            // Every link serialises the message in whole ns: h·L + links·⌊m/β⌋.
+            let per_link = (m as f64 / self.beta).floor();
+            return (hops as f64 * self.latency_ns + (1.0 + self.extra_serial) * per_link) as u64;
+        }
         (hops as f64 * self.latency_ns + m as f64 / self.beta).floor() as u64
+    }
+    /// Switches this dimension to the congestion-aware backend (see [`LogicalDim::msg_ns`]).
+    pub fn congestion_aware(mut self) -> LogicalDim {
+        self.aware = true;
+        if !self.ring && self.fixed_hops == 2 {
+            self.extra_serial = 1.0;
+        }
+        self
     }
 }
 
@@ -204,6 +234,12 @@ fn nonzero(m: u64, what: &str) -> Result<u64> {
 /// The duration of one phase for one chunk of `c` bytes, ns (table in the module doc).
 pub fn phase_ns(imp: Impl, op: PhaseOp, c: u64, d: &LogicalDim, e: u64, lmbw: f64) -> Result<u64> {
     let p = d.npus;
+    if d.aware && d.ring && !matches!(imp, Impl::Ring | Impl::OneRing) {
+        return Err(Error::Unsupported(format!(
+            "congestion-aware {} on a Ring: messages share multi-hop links; only ring is modelled",
+            imp.astra_name()
+        )));
+    }
     let r = |m: u64| reduce_ns(m, lmbw);
     match imp {
         Impl::Ring | Impl::OneRing => {
@@ -223,6 +259,13 @@ pub fn phase_ns(imp: Impl, op: PhaseOp, c: u64, d: &LogicalDim, e: u64, lmbw: f6
             let rounds = (p - 1).div_ceil(w);
             let h = (1..p).map(|k| d.hops(k)).max().unwrap_or(1);
             let m = nonzero(c / p, "direct message")?;
+            // Aware backend on a Switch: the w messages of a round queue on the NPU's
+            // uplink, the last one then crosses the downlink: 2L + (w+1)·m/β.
+            let mut dd = *d;
+            if d.aware && d.extra_serial > 0.0 {
+                dd.extra_serial = w as f64;
+            }
+            let d = &dd;
             Ok(match op {
                 PhaseOp::AllReduce => {
                     2 * rounds * d.msg_ns(h, m) + (2 * rounds + 1) * e + rounds * r(m)

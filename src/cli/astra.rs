@@ -23,6 +23,16 @@ pub enum ModelKind {
     Physical,
 }
 
+/// Which ASTRA-sim network backend to reproduce.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Backend {
+    /// AstraSim_Analytical_Congestion_Unaware (exact).
+    Unaware,
+    /// AstraSim_Analytical_Congestion_Aware: store-and-forward links; Switch and
+    /// FullyConnected/Ring with ring-style algorithms only.
+    Aware,
+}
+
 /// Flags of `astrolabe astra`.
 #[derive(Debug, Args)]
 pub struct AstraArgs {
@@ -53,6 +63,9 @@ pub struct AstraArgs {
     /// astra (default): ASTRA-sim's analytical backend; physical: also our model, compared.
     #[arg(long, value_enum, default_value_t = ModelKind::Astra)]
     pub model: ModelKind,
+    /// The ASTRA-sim binary to reproduce: unaware (congestion-unaware) or aware.
+    #[arg(long, value_enum, default_value_t = Backend::Unaware)]
+    pub backend: Backend,
     /// ASTRA-sim's --num-queues-per-dim.
     #[arg(long, default_value_t = 1)]
     pub num_queues_per_dim: u32,
@@ -162,6 +175,7 @@ pub fn run(args: &AstraArgs) -> Result<Report> {
         queues_per_dim: args.num_queues_per_dim,
         injection_scale: args.injection_scale,
         comm_scale: args.comm_scale,
+        congestion_aware: args.backend == Backend::Aware,
     };
     let mut report = match (&args.workload, &args.collective, &args.size) {
         (Some(prefix), _, _) => run_workload(args, prefix, &net, &sys, &knobs)?,
