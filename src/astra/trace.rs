@@ -377,6 +377,12 @@ fn group_breakdown(
     };
     let mut ld = LogicalDim::spanning(&ctx.net.dims[d], members.len() as u64);
     ld.fixed_hops = h;
+    if ctx.knobs.congestion_aware {
+        ld.aware = true;
+        if ctx.net.dims[d].kind == crate::network::DimKind::Switch {
+            ld.extra_serial = 1.0;
+        }
+    }
     let b = model::run(
         op,
         size,
