@@ -155,9 +155,10 @@ pub(super) fn evaluate<T: Trace>(
 ) -> Result<Estimate> {
     let dev = &sys.device;
     let peak = dev.peak(plan.precision)?;
-    let e = plan.precision.activation_bytes();
     let (t, b) = (plan.tp as f64, plan.micro_batch as f64);
     let r = b * m.s * m.h;
+    let rep = if plan.sp { r / t } else { r };
+    let e = plan.precision.activation_bytes();
     let c = Ctx {
         m,
         dev,
@@ -167,41 +168,88 @@ pub(super) fn evaluate<T: Trace>(
         e,
         tokens: b * m.s,
         r,
-        rep: if plan.sp { r / t } else { r },
+        rep,
     };
-    tr.line(|| {
-        let e = &dev.spec.efficiency;
-        format!(
-            "GEMM time = 2·M·N·K / (peak · e), e = {} · q(M,N on {} units, {}×{} tiles) · K/(K+{}); peak {} ({})",
-            e.gemm, dev.spec.compute_units, e.gemm_tile[0], e.gemm_tile[1], e.gemm_k_overhead, peak, plan.precision.name()
-        )
-    });
-    tr.line(|| {
-        format!(
-            "memory-bound time = bytes / ({} · {}) + kernels · {}",
-            dev.spec.memory_bandwidth,
-            dev.spec.efficiency.memory,
-            dev.spec.efficiency.kernel_overhead
-        )
-    });
-    tr.line(|| {
-        format!(
-            "per layer, per micro-batch (b={}, s={}, h={}, t={}):",
-            plan.micro_batch, m.s, m.h, plan.tp
-        )
-    });
+    explain_header(&c, tr);
     let lay = layer(&c, tr)?;
     let (first, last) = ends(&c, tr)?;
-    let lp = (m.layers / plan.pp) as f64;
-    let mid = Block::default().add(lay, lp);
     let (pp1, pp_bytes) = pp_comm(&c)?;
-    let candidates = if plan.pp == 1 {
-        [
-            mid.add(first, 1.0).add(last, 1.0),
-            mid.add(first, 1.0).add(last, 1.0),
-        ]
+    let (worst, st, bubble) = pipeline(&c, &lay, &first, &last, pp1, tr);
+    let mb = plan.micro_batches as f64;
+    let mut times = Times {
+        forward: worst.fwd.compute() * mb,
+        backward: worst.bwd.compute() * mb,
+        recompute: worst.rec.compute() * mb,
+        bubble,
+        ..Times::default()
+    };
+    let tp_bytes = (worst.fwd.tp_bytes + worst.bwd.tp_bytes + worst.rec.tp_bytes) * mb;
+    let class = if plan.sp {
+        CommClass::Sp
     } else {
-        [mid.add(first, 1.0), mid.add(last, 1.0)]
+        CommClass::Tp
+    };
+    let tp_bytes = if place.tp.size > 1 { tp_bytes } else { 0.0 };
+    times.comm[class as usize] = Comm {
+        exposed: st.1 * mb,
+        hidden: st.2 * mb,
+        bytes: Bytes::new(tp_bytes),
+    };
+    let ep_bytes = (worst.fwd.ep_bytes + worst.bwd.ep_bytes + worst.rec.ep_bytes) * mb;
+    times.comm[CommClass::Ep as usize] = Comm {
+        exposed: st.3 * mb,
+        hidden: Seconds::ZERO,
+        bytes: Bytes::new(ep_bytes),
+    };
+    let params = stage_params(m, plan);
+    let (emb_sync, emb_bytes) = embedding_sync(&c)?;
+    let pp_bytes = Bytes::new(pp_bytes * mb + emb_bytes);
+    times.comm[CommClass::Pp as usize] = Comm {
+        exposed: pp1 * mb + emb_sync,
+        hidden: Seconds::ZERO,
+        bytes: pp_bytes,
+    };
+    times.comm[CommClass::Dp as usize] = dp_comm(&c, params, &worst, tr)?;
+    times.optimizer = optimizer_time(&c, params);
+    tr.line(|| {
+        format!(
+            "optimizer: {params:.4e} parameters on this device → {}",
+            times.optimizer
+        )
+    });
+    let (times, metrics) = finish(times, flops(m, plan), peak.get(), plan, m.s);
+    let memory = stage_memory(&c, params, plan);
+    explain_summary(&c, st.0, &times, &metrics, &memory, tr);
+    let groups = [&place.tp, &place.ep, &place.dp, &place.pp].map(GroupDims::from);
+    Ok(Estimate {
+        plan: *plan,
+        time: times,
+        memory,
+        metrics,
+        groups,
+        tokens_per_sample: m.s,
+    })
+}
+
+/// The stage compositions: `L/p` layers, plus the embedding on the first stage and the
+/// head on the last (both on the only stage when p = 1). Returns the slowest stage, its
+/// (time, exposed TP, hidden TP, EP) per micro-batch, and the bubble
+/// `(p − 1)/v · T_mid` (Narayanan et al. SC'21 §2.2).
+fn pipeline<T: Trace>(
+    c: &Ctx,
+    lay: &Block,
+    first: &Block,
+    last: &Block,
+    pp1: Seconds,
+    tr: &mut T,
+) -> (Block, (Seconds, Seconds, Seconds, Seconds), Seconds) {
+    let plan = c.plan;
+    let mid = Block::default().add(*lay, (c.m.layers / plan.pp) as f64);
+    let candidates = if plan.pp == 1 {
+        let all = mid.add(*first, 1.0).add(*last, 1.0);
+        [all, all]
+    } else {
+        [mid.add(*first, 1.0), mid.add(*last, 1.0)]
     };
     let s0 = stage_time(&candidates[0], pp1, plan.tp_overlap);
     let s1 = stage_time(&candidates[1], pp1, plan.tp_overlap);
@@ -210,7 +258,6 @@ pub(super) fn evaluate<T: Trace>(
     } else {
         (candidates[0], s0)
     };
-    let mb = plan.micro_batches as f64;
     let mid_time = stage_time(&mid, pp1, plan.tp_overlap).0;
     let bubble = mid_time * ((plan.pp - 1) as f64 / plan.v as f64);
     tr.line(|| {
@@ -226,82 +273,69 @@ pub(super) fn evaluate<T: Trace>(
             plan.v
         )
     });
-    let mut times = Times {
-        forward: worst.fwd.compute() * mb,
-        backward: worst.bwd.compute() * mb,
-        recompute: worst.rec.compute() * mb,
-        bubble,
-        ..Times::default()
-    };
-    let tp_bytes = if place.tp.size > 1 {
-        (worst.fwd.tp_bytes + worst.bwd.tp_bytes + worst.rec.tp_bytes) * mb
-    } else {
-        0.0
-    };
-    let class = if plan.sp {
-        CommClass::Sp
-    } else {
-        CommClass::Tp
-    };
-    times.comm[class as usize] = Comm {
-        exposed: st.1 * mb,
-        hidden: st.2 * mb,
-        bytes: Bytes::new(tp_bytes),
-    };
-    let ep_bytes = (worst.fwd.ep_bytes + worst.bwd.ep_bytes + worst.rec.ep_bytes) * mb;
-    times.comm[CommClass::Ep as usize] = Comm {
-        exposed: st.3 * mb,
-        hidden: Seconds::ZERO,
-        bytes: Bytes::new(ep_bytes),
-    };
-    let params = stage_params(m, plan);
-    let (emb_sync, emb_bytes) = embedding_sync(&c)?;
-    times.comm[CommClass::Pp as usize] = Comm {
-        exposed: pp1 * mb + emb_sync,
-        hidden: Seconds::ZERO,
-        bytes: Bytes::new(pp_bytes * mb + emb_bytes),
-    };
-    times.comm[CommClass::Dp as usize] = dp_comm(&c, params, &worst, tr)?;
-    times.optimizer = optimizer_time(&c, params);
-    tr.line(|| {
-        format!(
-            "optimizer: {params:.4e} parameters on this device → {}",
-            times.optimizer
-        )
-    });
+    (worst, st, bubble)
+}
+
+/// (model, hardware) FLOPs per iteration: `3 · F_fwd/token · B · s`; hardware adds the
+/// recomputed forward (full: the layers' forward; selective: the attention core).
+fn flops(m: &Transformer, plan: &Plan) -> (f64, f64) {
     let tokens = plan.global_batch as f64 * m.s;
-    let model_flops = 3.0 * m.forward_flops_per_token() * tokens;
+    let model = 3.0 * m.forward_flops_per_token() * tokens;
     let extra = match plan.recompute {
         Recompute::None => 0.0,
         Recompute::Selective => m.layers as f64 * m.attention_core_flops_per_token(),
         Recompute::Full => m.forward_flops_per_token() - 2.0 * m.v * m.h,
     };
-    let (times, metrics) = finish(
-        times,
-        (model_flops, model_flops + extra * tokens),
-        peak.get(),
-        plan,
-        m.s,
-    );
-    let memory = stage_memory(&c, params, plan);
+    (model, model + extra * tokens)
+}
+
+fn explain_header<T: Trace>(c: &Ctx, tr: &mut T) {
+    let (dev, plan, m) = (c.dev, c.plan, c.m);
+    tr.line(|| {
+        let e = &dev.spec.efficiency;
+        format!(
+            "GEMM time = 2·M·N·K / (peak · e), e = {} · q(M,N on {} units, {}×{} tiles) · K/(K+{}); peak {} ({})",
+            e.gemm, dev.spec.compute_units, e.gemm_tile[0], e.gemm_tile[1], e.gemm_k_overhead, c.peak, plan.precision.name()
+        )
+    });
+    tr.line(|| {
+        let e = &dev.spec.efficiency;
+        format!(
+            "memory-bound time = bytes / ({} · {}) + kernels · {}",
+            dev.spec.memory_bandwidth, e.memory, e.kernel_overhead
+        )
+    });
     tr.line(|| {
         format!(
-            "iteration = m·T_stage + bubble + optimizer + exposed DP = {mb}·{} + {} + {} + {} = {}",
-            st.0,
-            times.bubble,
-            times.optimizer,
-            times.comm[CommClass::Dp as usize].exposed,
-            times.total
+            "per layer, per micro-batch (b={}, s={}, h={}, t={}):",
+            plan.micro_batch, m.s, m.h, plan.tp
+        )
+    });
+}
+
+fn explain_summary<T: Trace>(
+    c: &Ctx,
+    stage: Seconds,
+    t: &Times,
+    x: &super::Metrics,
+    mem: &Memory,
+    tr: &mut T,
+) {
+    let (plan, m) = (c.plan, c.m);
+    tr.line(|| {
+        format!(
+            "iteration = m·T_stage + bubble + optimizer + exposed DP = {}·{stage} + {} + {} + {} = {}",
+            plan.micro_batches, t.bubble, t.optimizer, t.comm[CommClass::Dp as usize].exposed, t.total
         )
     });
     tr.line(|| {
         format!(
             "MFU = 3·F_fwd/token·tokens / (T·peak·N) = {:.4e} / ({} · {} · {}) = {:.1}%",
-            model_flops,
-            times.total,
-            peak,
+            x.model_flops,
+            t.total,
+            c.peak,
             plan.gpus,
-            100.0 * metrics.mfu
+            100.0 * x.mfu
         )
     });
     tr.line(|| {
@@ -310,22 +344,9 @@ pub(super) fn evaluate<T: Trace>(
             Bytes::new(memory::layer_activation_bytes(m, plan, m.bias)),
             m.layers / plan.pp,
             memory::in_flight(plan),
-            memory.activations
+            mem.activations
         )
     });
-    Ok(Estimate {
-        plan: *plan,
-        time: times,
-        memory,
-        metrics,
-        groups: [
-            GroupDims::from(&place.tp),
-            GroupDims::from(&place.ep),
-            GroupDims::from(&place.dp),
-            GroupDims::from(&place.pp),
-        ],
-        tokens_per_sample: m.s,
-    })
 }
 
 /// Parameters held by the device of the largest stage: `L/p` layers (experts divided by
