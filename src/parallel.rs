@@ -4,12 +4,14 @@
 //! multiple of dp × micro-batch. [`Placement`] maps each group onto network dimensions,
 //! innermost first (TP on the fastest), as DESIGN.md §4.
 
-use crate::collective::MAX_DIMS;
+mod placement;
+
+pub use placement::{Placement, Span};
+
 use crate::compute::Precision;
 use crate::error::{Error, Result};
 use crate::model::{Model, ModelKind};
-use crate::network::{Dim, DimKind};
-use crate::units::{Bandwidth, Bytes, Seconds, serde_units};
+use crate::units::{Bytes, serde_units};
 use serde::{Deserialize, Serialize};
 
 /// Pipeline schedule.
@@ -189,7 +191,7 @@ pub struct Plan {
     pub order: Order,
 }
 
-fn bad(key: &str, msg: String) -> Error {
+pub(crate) fn bad(key: &str, msg: String) -> Error {
     Error::Unsupported(format!("invalid plan: {key}: {msg}"))
 }
 
@@ -349,158 +351,4 @@ impl Plan {
     pub fn bubble_fraction(&self) -> f64 {
         (self.pp - 1) as f64 / (self.v as f64 * self.micro_batches as f64)
     }
-}
-
-/// The network dimensions one group spans (sizes cut to the group's share).
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Span {
-    /// Group size.
-    pub size: u32,
-    /// Number of valid entries in `dims`.
-    pub n: usize,
-    /// Index in the topology of each spanned dimension.
-    pub index: [u8; MAX_DIMS],
-    /// The spanned dimensions (first `n`), each with `size` = the group's extent along it.
-    pub dims: [Dim; MAX_DIMS],
-}
-
-/// Where each group lands on the topology.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Placement {
-    /// Tensor (and sequence) parallel group.
-    pub tp: Span,
-    /// Expert-parallel group (inner part of DP).
-    pub ep: Span,
-    /// Data-parallel group.
-    pub dp: Span,
-    /// Pipeline group (adjacent stages communicate along these dims).
-    pub pp: Span,
-}
-
-impl Span {
-    const PAD: Dim = Dim {
-        kind: DimKind::Switch,
-        size: 1,
-        bandwidth: Bandwidth::new(1.0),
-        latency: Seconds::ZERO,
-        in_network: false,
-        oversubscription: 1.0,
-    };
-    const EMPTY: Span = Span {
-        size: 1,
-        n: 0,
-        index: [0; MAX_DIMS],
-        dims: [Span::PAD; MAX_DIMS],
-    };
-
-    /// The spanned dimensions, innermost first (for `collective::time`).
-    pub fn slice(&self) -> &[Dim] {
-        &self.dims[..self.n]
-    }
-}
-
-/// Cursor over the topology's capacity, innermost first.
-struct Cursor<'a> {
-    dims: &'a [Dim],
-    at: usize,
-    left: u32,
-}
-
-impl Cursor<'_> {
-    /// Takes a group of `size` from the remaining capacity: a divisor of the current
-    /// dimension's remainder, or whole remainders followed by a divisor of the next.
-    fn take(&mut self, size: u32, what: &str) -> Result<Span> {
-        let mut span = Span::EMPTY;
-        span.size = size;
-        let mut need = size;
-        while need > 1 {
-            let Some(dim) = self.dims.get(self.at) else {
-                return Err(bad(
-                    what,
-                    format!("group of {size} does not fit in the topology"),
-                ));
-            };
-            let take = if need >= self.left && need.is_multiple_of(self.left) {
-                self.left
-            } else if self.left.is_multiple_of(need) {
-                need
-            } else {
-                return Err(bad(
-                    what,
-                    format!(
-                        "group of {size} does not align with dimension {} of size {}",
-                        self.at, dim.size
-                    ),
-                ));
-            };
-            if span.n == MAX_DIMS {
-                return Err(bad(what, "spans too many dimensions".into()));
-            }
-            if take > 1 {
-                span.index[span.n] = self.at as u8;
-                span.dims[span.n] = Dim { size: take, ..*dim };
-                span.n += 1;
-            }
-            need /= take;
-            self.left /= take;
-            if self.left == 1 {
-                self.at += 1;
-                self.left = self.dims.get(self.at).map_or(1, |d| d.size);
-            }
-        }
-        Ok(span)
-    }
-}
-
-impl Placement {
-    /// Maps the plan's groups onto `dims` (innermost first): TP, then DP (EP first within
-    /// it), then PP, or TP, PP, DP with [`Order::TpPpDp`]. Errors when a group does not
-    /// align with the dimension sizes or the plan needs more devices than the topology has.
-    pub fn new(plan: &Plan, dims: &[Dim]) -> Result<Placement> {
-        let total: u64 = dims.iter().map(|d| d.size as u64).product();
-        if plan.gpus as u64 > total {
-            return Err(bad(
-                "gpus",
-                format!("{} exceeds the {total} devices of the system", plan.gpus),
-            ));
-        }
-        let mut c = Cursor {
-            dims,
-            at: 0,
-            left: dims.first().map_or(1, |d| d.size),
-        };
-        let tp = c.take(plan.tp, "tp")?;
-        let (ep, dp, pp);
-        match plan.order {
-            Order::TpDpPp => {
-                ep = c.take(plan.ep, "ep")?;
-                let rest = c.take(plan.dp / plan.ep, "dp")?;
-                dp = merge(&ep, &rest, plan.dp);
-                pp = c.take(plan.pp, "pp")?;
-            }
-            Order::TpPpDp => {
-                pp = c.take(plan.pp, "pp")?;
-                ep = c.take(plan.ep, "ep")?;
-                let rest = c.take(plan.dp / plan.ep, "dp")?;
-                dp = merge(&ep, &rest, plan.dp);
-            }
-        }
-        Ok(Placement { tp, ep, dp, pp })
-    }
-}
-
-/// The union of two consecutive spans (EP then the rest of DP).
-fn merge(a: &Span, b: &Span, size: u32) -> Span {
-    let mut out = *a;
-    out.size = size;
-    for i in 0..b.n {
-        if out.n > 0 && out.index[out.n - 1] == b.index[i] {
-            out.dims[out.n - 1].size *= b.dims[i].size;
-        } else if out.n < MAX_DIMS {
-            out.index[out.n] = b.index[i];
-            out.dims[out.n] = b.dims[i];
-            out.n += 1;
-        }
-    }
-    out
 }
