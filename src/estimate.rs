@@ -127,6 +127,8 @@ pub struct GroupDims {
     pub n: u8,
     /// Topology dimension indices (innermost first).
     pub index: [u8; MAX_DIMS],
+    /// The group's extent along each of those dimensions.
+    pub extent: [u32; MAX_DIMS],
 }
 
 impl From<&Span> for GroupDims {
@@ -135,6 +137,7 @@ impl From<&Span> for GroupDims {
             size: s.size,
             n: s.n as u8,
             index: s.index,
+            extent: std::array::from_fn(|i| s.dims[i].size),
         }
     }
 }

@@ -19,8 +19,9 @@ pub fn span_text(g: &GroupDims, system: &System) -> String {
     let parts: Vec<String> = g
         .dims()
         .iter()
-        .map(|&i| match dims.get(i as usize) {
-            Some(d) => format!("dim {i} ({})", d.kind.name()),
+        .zip(g.extent)
+        .map(|(&i, k)| match dims.get(i as usize) {
+            Some(d) => format!("dim {i} ({}, {k} of {})", d.kind.name(), d.size),
             None => format!("dim {i}"),
         })
         .collect();
