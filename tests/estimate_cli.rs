@@ -45,7 +45,7 @@ fn table_output_has_every_part() {
         .assert()
         .success()
         .stdout(contains("DP (derived)"))
-        .stdout(contains("dim 0 (switch)"))
+        .stdout(contains("dim 0 (switch, 8 of 8)"))
         .stdout(contains("pipeline bubble"))
         .stdout(contains("SP communication (exposed)"))
         .stdout(contains("MFU"))
