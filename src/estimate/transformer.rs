@@ -98,6 +98,9 @@ struct Ctx<'a> {
     m: &'a Transformer,
     dev: &'a Device,
     peak: FlopRate,
+    /// Peak of the attention-core GEMMs: BF16 when the linear layers run in FP8
+    /// (Transformer Engine keeps attention in 16-bit).
+    attn_peak: FlopRate,
     plan: &'a Plan,
     place: &'a Placement,
     /// Bytes per activation element.
@@ -113,6 +116,9 @@ struct Ctx<'a> {
 impl Ctx<'_> {
     fn gemm(&self, m: f64, n: f64, k: f64, batch: f64) -> Seconds {
         self.dev.gemm_time(self.peak, m, n, k, batch)
+    }
+    fn attn_gemm(&self, m: f64, n: f64, k: f64, batch: f64) -> Seconds {
+        self.dev.gemm_time(self.attn_peak, m, n, k, batch)
     }
     /// Forward M×N×K and its backward: data gradient M×K×N, weight gradient K×N×M.
     fn linear(&self, m: f64, n: f64, k: f64, batch: f64) -> (Seconds, Seconds) {
@@ -155,6 +161,10 @@ pub(super) fn evaluate<T: Trace>(
 ) -> Result<Estimate> {
     let dev = &sys.device;
     let peak = dev.peak(plan.precision)?;
+    let attn_peak = match plan.precision {
+        crate::compute::Precision::Fp8 => dev.peak(crate::compute::Precision::Bf16).unwrap_or(peak),
+        _ => peak,
+    };
     let (t, b) = (plan.tp as f64, plan.micro_batch as f64);
     let r = b * m.s * m.h;
     let rep = if plan.sp { r / t } else { r };
@@ -163,6 +173,7 @@ pub(super) fn evaluate<T: Trace>(
         m,
         dev,
         peak,
+        attn_peak,
         plan,
         place,
         e,

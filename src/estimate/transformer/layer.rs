@@ -66,8 +66,8 @@ pub(super) fn attention<T: Trace>(c: &Ctx, tr: &mut T) -> (Seconds, Seconds) {
     let (m, s) = (c.m, c.m.s);
     let batch = c.plan.micro_batch as f64 * m.heads as f64 / c.plan.tp as f64;
     let eff = c.dev.spec.efficiency.attention;
-    let qk = c.gemm(s, s, m.d, batch);
-    let av = c.gemm(s, m.d, s, batch);
+    let qk = c.attn_gemm(s, s, m.d, batch);
+    let av = c.attn_gemm(s, m.d, s, batch);
     if c.plan.flash_attention {
         // Fused kernel: 2 GEMMs forward, 5 backward (recomputes QKᵀ); causal skips half.
         let half = if m.causal { 0.5 } else { 1.0 };
@@ -78,9 +78,10 @@ pub(super) fn attention<T: Trace>(c: &Ctx, tr: &mut T) -> (Seconds, Seconds) {
     let scores = batch * s * s;
     let drop = if m.bias { 5.0 } else { 0.0 };
     let f = (qk + av) / eff + c.mem(scores * (4.0 + drop), 2.0);
-    let bwd_gemm =
-        (c.gemm(s, m.d, s, batch) * 2.0 + c.gemm(s, s, m.d, batch) + c.gemm(s, m.d, s, batch))
-            / eff;
+    let bwd_gemm = (c.attn_gemm(s, m.d, s, batch) * 2.0
+        + c.attn_gemm(s, s, m.d, batch)
+        + c.attn_gemm(s, m.d, s, batch))
+        / eff;
     let b = bwd_gemm + c.mem(scores * (6.0 + drop), 2.0);
     tr.line(|| {
         format!(
