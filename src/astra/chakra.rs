@@ -171,6 +171,10 @@ impl AttributeProto {
     pub fn bools(name: &str, v: Vec<bool>) -> Self {
         Self::with(name, AttrValue::BoolList(BoolList { values: v }))
     }
+    /// An `int32_val` attribute.
+    pub fn int32(name: &str, v: i32) -> Self {
+        Self::with(name, AttrValue::Int32(v))
+    }
     /// A `string_val` attribute.
     pub fn string(name: &str, v: &str) -> Self {
         Self::with(name, AttrValue::Str(v.to_string()))

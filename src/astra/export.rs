@@ -157,3 +157,61 @@ pub fn write_microbenchmark(
     }
     Ok(Written { files, prefix })
 }
+
+/// The system JSON for a training iteration on `device` in `precision`: the microbenchmark
+/// defaults with ring everywhere and the roofline on, peak-perf = matrix peak × sustained
+/// GEMM efficiency (TFLOP/s) and local-mem-bw = HBM bandwidth × sustained memory
+/// efficiency (decimal GB/s), so that ASTRA-sim's roofline sees the device our estimate
+/// uses.
+pub fn iteration_system(
+    dims: usize,
+    device: &crate::compute::Device,
+    precision: crate::compute::Precision,
+) -> Result<AstraSystem> {
+    let mut sys = default_system(dims, Impl::Ring);
+    let e = &device.spec.efficiency;
+    sys.roofline = true;
+    sys.peak_perf_tflops = device.peak(precision)?.get() * e.gemm / 1e12;
+    sys.local_mem_bw_gbps = device.spec.memory_bandwidth.get() * e.memory / 1e9;
+    Ok(sys)
+}
+
+/// Writes network.yml, system.json, remote_memory.json, `comm_groups.json` and
+/// `workload.<rank>.et` for every NPU of a training iteration into `dir`.
+pub fn write_iteration(
+    dir: &Path,
+    net: &AstraNetwork,
+    sys: &AstraSystem,
+    it: &super::iteration::Iteration,
+) -> Result<Written> {
+    if it.traces.len() as u64 != net.npus() {
+        return Err(Error::input(
+            "export astra",
+            format!(
+                "the plan has {} ranks but the network {} NPUs",
+                it.traces.len(),
+                net.npus()
+            ),
+        ));
+    }
+    std::fs::create_dir_all(dir).map_err(|source| Error::Io {
+        path: dir.to_path_buf(),
+        source,
+    })?;
+    let mut files = Vec::new();
+    write(dir.join("network.yml"), &net.to_yaml(), &mut files)?;
+    write(dir.join("system.json"), &sys.to_json(), &mut files)?;
+    write(
+        dir.join("remote_memory.json"),
+        REMOTE_MEMORY_JSON,
+        &mut files,
+    )?;
+    write(dir.join("comm_groups.json"), &it.groups_json(), &mut files)?;
+    let prefix = dir.join("workload");
+    for (r, trace) in it.traces.iter().enumerate() {
+        let p = chakra::rank_path(&prefix, r);
+        chakra::write_file(&p, trace)?;
+        files.push(p);
+    }
+    Ok(Written { files, prefix })
+}

@@ -7,6 +7,7 @@
 pub mod chakra;
 pub mod critical;
 pub mod export;
+pub mod iteration;
 pub mod lean;
 pub mod model;
 pub mod network_yaml;

@@ -5,7 +5,7 @@ use super::OutputArgs;
 use crate::astra::model::{self, Breakdown, Knobs, Op};
 use crate::astra::network_yaml::AstraNetwork;
 use crate::astra::system_json::{self, AstraSystem};
-use crate::astra::{critical, export, physical, trace};
+use crate::astra::{critical, export, iteration, physical, trace};
 use crate::collective::Collective;
 use crate::error::{Error, Result};
 use crate::network::Topology;
@@ -126,7 +126,8 @@ pub struct ExportAstraArgs {
     /// Microbenchmark size as Chakra's comm_size (all-gather: per-NPU input).
     #[arg(long, default_value = "64MiB")]
     pub size: String,
-    /// A scenario TOML: the per-NPU trace of one training iteration (not built yet).
+    /// A scenario TOML: writes the per-NPU Chakra traces of one training iteration and
+    /// the communicator groups (`comm_groups.json`) instead of a microbenchmark.
     #[arg(long, value_name = "FILE.toml")]
     pub scenario: Option<PathBuf>,
 }
@@ -423,15 +424,46 @@ fn run_workload(
     Ok(report)
 }
 
+/// `export astra --scenario`: one training iteration, with our two estimates beside it.
+fn export_scenario(path: &Path, out: &Path) -> Result<Report> {
+    let sc = crate::estimate::scenario::Scenario::load(path)?;
+    let it = iteration::build(&sc.model, &sc.plan)?;
+    let net = export::network_from_topology(&sc.system.topology);
+    let sys = export::iteration_system(net.dims.len(), &sc.system.device, sc.plan.precision)?;
+    let written = export::write_iteration(out, &net, &sys, &it)?;
+    let est = iteration::estimate(&it, &net, &sys)?;
+    let ours = crate::estimate::evaluate(&sc.model, &sc.system, &sc.plan)?;
+    let mut t = Table::new("files", &[("file", "file")]);
+    for f in &written.files {
+        t.push(vec![Cell::text(f.display().to_string())])?;
+    }
+    let mut report = Report::default();
+    report.tables.push(t);
+    let nodes: usize = it.traces.iter().map(|t| t.nodes.len()).sum();
+    report.notes.push(format!(
+        "run: AstraSim_Analytical_Congestion_Unaware --workload-configuration={} --system-configuration={} --remote-memory-configuration={} --network-configuration={} --comm-group-configuration={}",
+        written.prefix.display(),
+        out.join("system.json").display(),
+        out.join("remote_memory.json").display(),
+        out.join("network.yml").display(),
+        out.join("comm_groups.json").display()
+    ));
+    let total = ours.time.total.get();
+    report.notes.push(format!(
+        "{nodes} nodes on {} NPUs; astrolabe astra on these files: {} ns; astrolabe estimate: {:.0} ns (ratio {:.3})",
+        it.traces.len(),
+        est.finish_ns,
+        total * 1e9,
+        est.finish_ns as f64 / (total * 1e9)
+    ));
+    Ok(report)
+}
+
 /// Runs `astrolabe export`.
 pub fn run_export(args: &ExportArgs) -> Result<Report> {
     let ExportTarget::Astra(a) = &args.target;
-    if a.scenario.is_some() {
-        return Err(Error::Unsupported(
-            "exporting a training iteration from a scenario is not built yet; export a \
-             collective microbenchmark (--collective, --size) instead"
-                .into(),
-        ));
+    if let Some(path) = &a.scenario {
+        return export_scenario(path, &a.out);
     }
     let net = match (&a.topology, &a.network) {
         (Some(t), _) => export::network_from_topology(&Topology::parse(t)?),
