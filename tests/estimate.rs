@@ -324,3 +324,36 @@ fn invalid_plans_are_clear_errors() {
     let e = estimate::evaluate(&m, &sys, &plan).unwrap_err().to_string();
     assert!(e.contains("exceeds the 64 devices"), "{e}");
 }
+
+#[test]
+fn korthikanti_figure7_activation_ratios() {
+    // Activation memory relative to the TP-only baseline (Korthikanti et al. 2022 Fig. 7,
+    // as transcribed by Calculon): SP only, selective only, SP + selective, full.
+    use Recompute::{Full, None as No, Selective as Sel};
+    for (model, gpus, pp, v, pct) in [
+        ("megatron-gpt-22b", 8, 1, 1, [66.84, 49.42, 16.18, f64::NAN]),
+        ("megatron-gpt-530b", 280, 35, 3, [58.31, 62.04, 20.27, 9.42]),
+    ] {
+        let b = if gpus == 8 { 4 } else { 1 };
+        let act = |rc, sp| {
+            let e = run(
+                model,
+                "dgx-a100",
+                korthikanti(gpus, pp, b, gpus / 8 * b, v, rc, sp),
+            );
+            e.memory.activations.get()
+        };
+        let base = act(No, false);
+        let ours = [
+            act(No, true),
+            act(Sel, false),
+            act(Sel, true),
+            act(Full, false),
+        ];
+        for (o, p) in ours.iter().zip(pct) {
+            if p.is_finite() {
+                assert_relative_eq!(100.0 * o / base, p, max_relative = 0.015);
+            }
+        }
+    }
+}
