@@ -357,3 +357,37 @@ fn korthikanti_figure7_activation_ratios() {
         }
     }
 }
+
+#[test]
+fn expert_parallel_all_to_all_volume() {
+    // Mixtral 8x7B, EP 8 on one node, b = 1, s = 4096, top-2: per MoE layer two
+    // all-to-alls (dispatch, combine) of b·s·k·h bf16 elements forward and two backward;
+    // full recomputation repeats the forward pair.
+    let spec = PlanSpec {
+        gpus: Some(8),
+        ep: 8,
+        global_batch: Some(8),
+        ..PlanSpec::default()
+    };
+    let e = run("mixtral-8x7b", "dgx-h100", spec.clone());
+    let per = 4096.0 * 2.0 * 4096.0 * 2.0;
+    assert_relative_eq!(
+        e.time.class(CommClass::Ep).bytes.get(),
+        32.0 * 4.0 * per,
+        max_relative = 1e-12
+    );
+    let e = run(
+        "mixtral-8x7b",
+        "dgx-h100",
+        PlanSpec {
+            recompute: Recompute::Full,
+            ..spec
+        },
+    );
+    assert_relative_eq!(
+        e.time.class(CommClass::Ep).bytes.get(),
+        32.0 * 6.0 * per,
+        max_relative = 1e-12
+    );
+    assert!(e.time.class(CommClass::Ep).exposed.get() > 0.0);
+}
