@@ -122,8 +122,41 @@ pub fn names(kind: Kind) -> Vec<&'static str> {
     kind.entries().iter().map(|e| e.name).collect()
 }
 
+/// Other names people use for built-in models: (alias, catalog name). Megatron-Turing
+/// NLG 530B (Smith et al. 2022) is the 105-layer, h = 20480 model of Korthikanti et al.
+/// 2022 Table 3.
+pub const MODEL_ALIASES: &[(&str, &str)] = &[
+    ("turing-530b", "megatron-gpt-530b"),
+    ("mt-nlg-530b", "megatron-gpt-530b"),
+    ("gpt3", "gpt3-175b"),
+];
+
+#[cfg(test)]
+mod alias_tests {
+    use super::*;
+
+    #[test]
+    fn turing_530b_is_the_mt_nlg_model() {
+        let m = model("turing-530b").unwrap();
+        let t = m.transformer().unwrap();
+        assert_eq!((t.layers, t.h, t.heads), (105, 20480.0, 128));
+    }
+}
+
+/// The catalog name behind an alias (or the name itself).
+pub fn resolve(kind: Kind, name: &str) -> &str {
+    match kind {
+        Kind::Model => MODEL_ALIASES
+            .iter()
+            .find(|(a, _)| a.eq_ignore_ascii_case(name))
+            .map_or(name, |(_, n)| n),
+        _ => name,
+    }
+}
+
 /// The TOML text of a built-in entry (for `show`), or an unknown-name error.
 pub fn source(kind: Kind, name: &str) -> Result<&'static str> {
+    let name = resolve(kind, name);
     kind.entries()
         .iter()
         .find(|e| e.name.eq_ignore_ascii_case(name))
@@ -149,7 +182,7 @@ pub fn read(kind: Kind, name_or_path: &str) -> Result<(String, PathBuf)> {
     let text = source(kind, name_or_path)?;
     let origin = Path::new("<built-in>")
         .join(kind.folder())
-        .join(format!("{name_or_path}.toml"));
+        .join(format!("{}.toml", resolve(kind, name_or_path)));
     Ok((text.to_string(), origin))
 }
 
