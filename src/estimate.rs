@@ -217,6 +217,9 @@ pub fn explain(model: &Model, system: &System, plan: &Plan) -> Result<(Estimate,
 
 fn run<T: Trace>(model: &Model, system: &System, plan: &Plan, tr: &mut T) -> Result<Estimate> {
     let place = Placement::new(plan, system.topology.dims())?;
+    if system.custom_collectives() {
+        tr.line(|| system.describe_collectives());
+    }
     match &model.kind {
         ModelKind::Transformer(t) => transformer::evaluate(t, system, plan, &place, tr),
         ModelKind::Dlrm(d) => simple::dlrm(d, system, plan, &place, tr),
@@ -225,23 +228,40 @@ fn run<T: Trace>(model: &Model, system: &System, plan: &Plan, tr: &mut T) -> Res
 }
 
 /// Time of `op` on `bytes` per device over a group's dimensions; zero for a group of one.
-pub(crate) fn coll(op: Collective, bytes: f64, span: &Span) -> Result<Seconds> {
+///
+/// `opts` comes from the system's `[collective]` table (`System::collective`, or
+/// `System::dp_collective` for the data-parallel reduction). With `algorithm = auto` the
+/// estimate follows NCCL: rings for all-reduce, reduce-scatter and all-gather on NVSwitch
+/// and IB (NVLS/SHARP aside), the fastest applicable algorithm for the other collectives.
+/// A named algorithm that does not implement `op` on every spanned dimension
+/// (parameter-server all-to-all or send/recv, in-network on a ring) falls back to that
+/// choice for this `op`. Chunks and schedule pass through to `collective::time`.
+pub(crate) fn coll(
+    op: Collective,
+    bytes: f64,
+    span: &Span,
+    opts: &collective::Options,
+) -> Result<Seconds> {
     if span.size <= 1 || bytes <= 0.0 {
         return Ok(Seconds::ZERO);
     }
-    // NCCL runs rings for all-reduce, reduce-scatter and all-gather on NVSwitch and IB
-    // (NVLS/SHARP aside); other collectives take the best applicable algorithm.
-    let algorithm = match op {
-        Collective::AllReduce | Collective::ReduceScatter | Collective::AllGather => {
-            collective::Algorithm::Ring
+    let dims = span.slice();
+    let algorithm = if opts.algorithm != collective::Algorithm::Auto
+        && dims
+            .iter()
+            .all(|d| d.size <= 1 || collective::applies(op, opts.algorithm, d))
+    {
+        opts.algorithm
+    } else {
+        match op {
+            Collective::AllReduce | Collective::ReduceScatter | Collective::AllGather => {
+                collective::Algorithm::Ring
+            }
+            _ => collective::Algorithm::Auto,
         }
-        _ => collective::Algorithm::Auto,
     };
-    let opts = collective::Options {
-        algorithm,
-        ..collective::Options::default()
-    };
-    Ok(collective::time(op, Bytes::new(bytes), span.slice(), &opts)?.total)
+    let opts = collective::Options { algorithm, ..*opts };
+    Ok(collective::time(op, Bytes::new(bytes), dims, &opts)?.total)
 }
 
 /// Splits a communication time into (exposed, hidden) given the compute it may overlap.

@@ -1,7 +1,10 @@
 //! A system: one device type and the network that connects the devices.
 //! [`SystemSpec`] mirrors `presets/systems/*.toml`; [`System`] is validated (device
 //! resolved, topology built) and can be cut to a device count with [`System::with_gpus`].
+//! The optional `[collective]` table ([`CollectiveSpec`]) says how the estimate runs its
+//! collectives (algorithm, chunks, schedule); it is carried as `Copy` [`Options`].
 
+use crate::collective::{Algorithm, MAX_CHUNKS, Options, Schedule};
 use crate::compute::Device;
 use crate::error::{Error, Result};
 use crate::network::{DimSpec, Topology};
@@ -28,6 +31,161 @@ pub struct SystemSpec {
     pub device: String,
     /// The network.
     pub network: NetworkSpec,
+    /// `[collective]`: how the estimate runs collectives (omitted when default).
+    #[serde(default, skip_serializing_if = "CollectiveSpec::is_default")]
+    pub collective: CollectiveSpec,
+}
+
+/// `[collective]` table of a system. Values are checked while the TOML is read, so a bad
+/// one is reported with its file, line and column.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CollectiveSpec {
+    /// Chunks each collective is split into to pipeline its phases across dimensions
+    /// (1 ..= `MAX_CHUNKS`).
+    #[serde(default = "one_chunk", deserialize_with = "de::chunks")]
+    pub chunks: u32,
+    /// `"baseline"` or `"themis"`.
+    #[serde(default, with = "de::schedule")]
+    pub schedule: Schedule,
+    /// `"auto"` (NCCL's choice: ring for all-reduce, reduce-scatter and all-gather, the
+    /// fastest applicable algorithm otherwise) or any algorithm name.
+    #[serde(default = "auto", with = "de::algorithm")]
+    pub algorithm: Algorithm,
+    /// Overrides `algorithm` for the data-parallel gradient reduction (and ZeRO gathers).
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "de::opt_algorithm"
+    )]
+    pub dp_algorithm: Option<Algorithm>,
+}
+
+fn one_chunk() -> u32 {
+    1
+}
+
+fn auto() -> Algorithm {
+    Algorithm::Auto
+}
+
+impl Default for CollectiveSpec {
+    fn default() -> Self {
+        CollectiveSpec {
+            chunks: 1,
+            schedule: Schedule::Baseline,
+            algorithm: Algorithm::Auto,
+            dp_algorithm: None,
+        }
+    }
+}
+
+impl CollectiveSpec {
+    /// Whether every key has its default value (then the table is not written back).
+    pub fn is_default(&self) -> bool {
+        *self == CollectiveSpec::default()
+    }
+
+    /// Options of every collective but the data-parallel ones.
+    pub fn options(&self) -> Options {
+        Options {
+            algorithm: self.algorithm,
+            chunks: self.chunks,
+            schedule: self.schedule,
+        }
+    }
+
+    /// Options of the data-parallel gradient reduction and ZeRO gathers.
+    pub fn dp_options(&self) -> Options {
+        Options {
+            algorithm: self.dp_algorithm.unwrap_or(self.algorithm),
+            ..self.options()
+        }
+    }
+}
+
+/// `baseline` / `themis`.
+pub fn schedule_name(s: Schedule) -> &'static str {
+    match s {
+        Schedule::Baseline => "baseline",
+        Schedule::Themis => "themis",
+    }
+}
+
+/// Serde adaptors for the `[collective]` keys (errors carry toml's line and column).
+mod de {
+    use super::*;
+    use serde::de::Error as _;
+    use serde::{Deserializer, Serializer};
+
+    pub fn chunks<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<u32, D::Error> {
+        let n = i64::deserialize(d)?;
+        if !(1..=i64::from(MAX_CHUNKS)).contains(&n) {
+            return Err(D::Error::custom(format!(
+                "collective.chunks must be between 1 and {MAX_CHUNKS}, got {n}"
+            )));
+        }
+        Ok(n as u32)
+    }
+
+    pub mod schedule {
+        use super::*;
+        pub fn serialize<S: Serializer>(
+            v: &Schedule,
+            s: S,
+        ) -> std::result::Result<S::Ok, S::Error> {
+            s.serialize_str(schedule_name(*v))
+        }
+        pub fn deserialize<'de, D: Deserializer<'de>>(
+            d: D,
+        ) -> std::result::Result<Schedule, D::Error> {
+            let s = String::deserialize(d)?;
+            match s.trim().to_ascii_lowercase().as_str() {
+                "baseline" => Ok(Schedule::Baseline),
+                "themis" => Ok(Schedule::Themis),
+                _ => Err(D::Error::custom(format!(
+                    "collective.schedule: unknown schedule '{s}' (expected \"baseline\" or \"themis\")"
+                ))),
+            }
+        }
+    }
+
+    pub mod algorithm {
+        use super::*;
+        pub fn serialize<S: Serializer>(
+            v: &Algorithm,
+            s: S,
+        ) -> std::result::Result<S::Ok, S::Error> {
+            s.serialize_str(v.name())
+        }
+        pub fn deserialize<'de, D: Deserializer<'de>>(
+            d: D,
+        ) -> std::result::Result<Algorithm, D::Error> {
+            parse(String::deserialize(d)?, "collective.algorithm")
+        }
+    }
+
+    pub mod opt_algorithm {
+        use super::*;
+        pub fn serialize<S: Serializer>(
+            v: &Option<Algorithm>,
+            s: S,
+        ) -> std::result::Result<S::Ok, S::Error> {
+            match v {
+                Some(a) => s.serialize_str(a.name()),
+                None => s.serialize_none(),
+            }
+        }
+        pub fn deserialize<'de, D: Deserializer<'de>>(
+            d: D,
+        ) -> std::result::Result<Option<Algorithm>, D::Error> {
+            parse(String::deserialize(d)?, "collective.dp_algorithm").map(Some)
+        }
+    }
+
+    fn parse<E: serde::de::Error>(s: String, key: &str) -> std::result::Result<Algorithm, E> {
+        Algorithm::parse(&s).map_err(|e| E::custom(format!("{key}: {e}")))
+    }
 }
 
 /// A validated system.
@@ -39,6 +197,10 @@ pub struct System {
     pub device: Device,
     /// The network, innermost dimension first.
     pub topology: Topology,
+    /// Options of every collective (from `[collective]`; `Copy`, for the hot path).
+    pub collective: Options,
+    /// Options of the data-parallel gradient reduction (`dp_algorithm` applied).
+    pub dp_collective: Options,
 }
 
 impl System {
@@ -47,10 +209,34 @@ impl System {
         let topology = Topology::from_specs(&spec.network.dims)
             .map_err(|e| e.context(format!("system '{}'", spec.name)))?;
         Ok(System {
+            collective: spec.collective.options(),
+            dp_collective: spec.collective.dp_options(),
             spec,
             device,
             topology,
         })
+    }
+
+    /// Whether the collectives run with other than the default options.
+    pub fn custom_collectives(&self) -> bool {
+        self.collective != Options::default() || self.dp_collective != self.collective
+    }
+
+    /// The `--explain` line for non-default collective options.
+    pub fn describe_collectives(&self) -> String {
+        let (o, dp) = (self.collective, self.dp_collective);
+        let dp = if dp.algorithm != o.algorithm {
+            format!(", data-parallel reduction {}", dp.algorithm.name())
+        } else {
+            String::new()
+        };
+        format!(
+            "collectives ([collective]): algorithm {}{dp}, {} chunk(s), {} schedule \
+             (Themis reorders dimensions per chunk; it needs chunks > 1)",
+            o.algorithm.name(),
+            o.chunks,
+            schedule_name(o.schedule)
+        )
     }
 
     /// The short name.

@@ -21,8 +21,14 @@ fn groups(place: &Placement) -> [GroupDims; 4] {
 }
 
 /// Gradient all-reduce of `bytes`, bucketed and hidden behind `window` when enabled.
-fn grad_sync(plan: &Plan, place: &Placement, bytes: f64, window: Seconds) -> Result<Comm> {
-    let t = coll(C::AllReduce, bytes, &place.dp)?;
+fn grad_sync(
+    sys: &System,
+    plan: &Plan,
+    place: &Placement,
+    bytes: f64,
+    window: Seconds,
+) -> Result<Comm> {
+    let t = coll(C::AllReduce, bytes, &place.dp, &sys.dp_collective)?;
     let last = t * (plan.dp_bucket.get() / bytes.max(1.0)).min(1.0);
     let (mut exposed, hidden) = overlap(t - last, window, plan.dp_overlap);
     exposed += last;
@@ -51,7 +57,7 @@ pub(super) fn dlrm<T: Trace>(
     let fwd_mlp = Flop::new(d.forward_flops * b) / (peak * eff);
     let lookup = dev.memory_time(Bytes::new(d.lookup_bytes * b), 1.0);
     let a2a_bytes = b * d.tables * d.dim * d.element_bytes;
-    let a2a = coll(C::AllToAll, a2a_bytes, &place.dp)?;
+    let a2a = coll(C::AllToAll, a2a_bytes, &place.dp, &sys.collective)?;
     tr.line(|| format!("MLP: {:.3e} FLOP/sample × {b} at {:.1}% of peak = {fwd_mlp}; lookups {lookup}; all-to-all {a2a} each way", d.forward_flops, 100.0 * eff));
     let mb = plan.micro_batches as f64;
     let mut t = Times {
@@ -64,7 +70,8 @@ pub(super) fn dlrm<T: Trace>(
         hidden: Seconds::ZERO,
         bytes: Bytes::new(2.0 * a2a_bytes * mb),
     };
-    t.comm[CommClass::Dp as usize] = grad_sync(plan, place, d.mlp_params * 4.0, fwd_mlp * 2.0)?;
+    t.comm[CommClass::Dp as usize] =
+        grad_sync(sys, plan, place, d.mlp_params * 4.0, fwd_mlp * 2.0)?;
     // MLPs: Adam over fp32 states (16 B/param); embeddings: a sparse update of the rows
     // this device's tables saw this iteration (read gradient, read and write the row).
     let emb_local = d.embedding_params / plan.gpus as f64;
@@ -123,7 +130,7 @@ pub(super) fn layered<T: Trace>(
         backward: fwd * 2.0 * mb,
         ..Times::default()
     };
-    t.comm[CommClass::Dp as usize] = grad_sync(plan, place, l.synced_params * 2.0, fwd * 2.0)?;
+    t.comm[CommClass::Dp as usize] = grad_sync(sys, plan, place, l.synced_params * 2.0, fwd * 2.0)?;
     t.optimizer = dev.memory_time(Bytes::new(l.params * 32.0), 4.0);
     let flops = 3.0 * l.forward_flops * plan.global_batch as f64;
     let (t, metrics) = finish(t, (flops, flops), peak.get(), plan, 1.0);

@@ -103,6 +103,10 @@ struct Ctx<'a> {
     attn_peak: FlopRate,
     plan: &'a Plan,
     place: &'a Placement,
+    /// Options of the collectives (the system's `[collective]` table).
+    coll: &'a crate::collective::Options,
+    /// Options of the data-parallel reduction (`dp_algorithm` applied).
+    dp_coll: &'a crate::collective::Options,
     /// Bytes per activation element.
     e: f64,
     /// Tokens per micro-batch b·s.
@@ -176,6 +180,8 @@ pub(super) fn evaluate<T: Trace>(
         attn_peak,
         plan,
         place,
+        coll: &sys.collective,
+        dp_coll: &sys.dp_collective,
         e,
         tokens: b * m.s,
         r,

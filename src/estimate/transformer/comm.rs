@@ -32,8 +32,8 @@ pub(super) struct TpComm {
 pub(super) fn tp_comm(c: &Ctx) -> Result<TpComm> {
     let bytes = c.r * c.e;
     if c.plan.sp {
-        let ag = coll(C::AllGather, bytes, &c.place.tp)?;
-        let rs = coll(C::ReduceScatter, bytes, &c.place.tp)?;
+        let ag = coll(C::AllGather, bytes, &c.place.tp, c.coll)?;
+        let rs = coll(C::ReduceScatter, bytes, &c.place.tp, c.coll)?;
         Ok(TpComm {
             fwd: (ag + rs) * 2.0,
             bwd_exposed: ag * 2.0,
@@ -43,7 +43,7 @@ pub(super) fn tp_comm(c: &Ctx) -> Result<TpComm> {
             bytes_bwd: 6.0 * bytes,
         })
     } else {
-        let ar = coll(C::AllReduce, bytes, &c.place.tp)?;
+        let ar = coll(C::AllReduce, bytes, &c.place.tp, c.coll)?;
         Ok(TpComm {
             fwd: ar * 2.0,
             bwd_exposed: Seconds::ZERO,
@@ -61,7 +61,10 @@ pub(super) fn ep_comm(c: &Ctx) -> Result<(Seconds, f64)> {
         return Ok((Seconds::ZERO, 0.0));
     }
     let bytes = c.tokens * c.m.top_k as f64 * c.m.h * c.e;
-    Ok((coll(C::AllToAll, bytes, &c.place.ep)? * 2.0, 2.0 * bytes))
+    Ok((
+        coll(C::AllToAll, bytes, &c.place.ep, c.coll)? * 2.0,
+        2.0 * bytes,
+    ))
 }
 
 /// Pipeline send/recv per micro-batch and stage: `2·v` transfers of `b·s·h` elements,
@@ -73,9 +76,9 @@ pub(super) fn pp_comm(c: &Ctx) -> Result<(Seconds, f64)> {
     }
     let t = c.plan.tp as f64;
     let bytes = c.r * c.e / t;
-    let mut one = coll(C::SendRecv, bytes, &c.place.pp)?;
+    let mut one = coll(C::SendRecv, bytes, &c.place.pp, c.coll)?;
     if !c.plan.sp {
-        one += coll(C::AllGather, c.r * c.e, &c.place.tp)?;
+        one += coll(C::AllGather, c.r * c.e, &c.place.tp, c.coll)?;
     }
     let n = 2.0 * c.plan.v as f64;
     Ok((one * n, bytes * n))
@@ -98,7 +101,7 @@ pub(super) fn embedding_sync(c: &Ctx) -> Result<(Seconds, f64)> {
     };
     let g = c.plan.optimizer.bytes_per_param().1;
     let bytes = c.m.v * c.m.h / c.plan.tp as f64 * g;
-    Ok((coll(C::AllReduce, bytes, &pair)?, bytes))
+    Ok((coll(C::AllReduce, bytes, &pair, c.coll)?, bytes))
 }
 
 /// Data-parallel gradient reduction. ZeRO-0: all-reduce; ZeRO-1/2: reduce-scatter +
@@ -112,8 +115,8 @@ pub(super) fn dp_comm<T: Trace>(c: &Ctx, params: f64, worst: &Block, tr: &mut T)
     let (grad, weights) = (params * g, params * c.e);
     let dp = &c.place.dp;
     if plan.zero == 3 {
-        let ag = coll(C::AllGather, weights, dp)?;
-        let rs = coll(C::ReduceScatter, grad, dp)?;
+        let ag = coll(C::AllGather, weights, dp, c.dp_coll)?;
+        let rs = coll(C::ReduceScatter, grad, dp, c.dp_coll)?;
         let mb = plan.micro_batches as f64;
         let passes = if plan.recompute == Recompute::Full {
             3.0
@@ -137,11 +140,11 @@ pub(super) fn dp_comm<T: Trace>(c: &Ctx, params: f64, worst: &Block, tr: &mut T)
         });
     }
     let (reduce, gather) = if plan.zero == 0 {
-        (coll(C::AllReduce, grad, dp)?, Seconds::ZERO)
+        (coll(C::AllReduce, grad, dp, c.dp_coll)?, Seconds::ZERO)
     } else {
         (
-            coll(C::ReduceScatter, grad, dp)?,
-            coll(C::AllGather, weights, dp)?,
+            coll(C::ReduceScatter, grad, dp, c.dp_coll)?,
+            coll(C::AllGather, weights, dp, c.dp_coll)?,
         )
     };
     let last_bucket = reduce * (plan.dp_bucket.get() / grad).min(1.0);

@@ -182,7 +182,7 @@ pub(super) fn ends<T: Trace>(c: &Ctx, tr: &mut T) -> Result<(Block, Block)> {
     } else {
         C::AllReduce
     };
-    let emb_tp = coll(ar_or_rs, bytes, &c.place.tp)?;
+    let emb_tp = coll(ar_or_rs, bytes, &c.place.tp, c.coll)?;
     let first = Block {
         fwd: Pass {
             mem: c.mem(15.0 * c.r, 3.0),
@@ -198,13 +198,13 @@ pub(super) fn ends<T: Trace>(c: &Ctx, tr: &mut T) -> Result<(Block, Block)> {
     };
     let vt = m.v / t;
     let (lg_f, lg_b) = c.linear(c.tokens, vt, m.h, 1.0);
-    let small = coll(C::AllReduce, c.tokens * 4.0, &c.place.tp)? * 3.0;
+    let small = coll(C::AllReduce, c.tokens * 4.0, &c.place.tp, c.coll)? * 3.0;
     let head_tp = if c.plan.sp {
-        coll(C::AllGather, bytes, &c.place.tp)?
+        coll(C::AllGather, bytes, &c.place.tp, c.coll)?
     } else {
         Seconds::ZERO
     };
-    let back_tp = coll(ar_or_rs, bytes, &c.place.tp)?;
+    let back_tp = coll(ar_or_rs, bytes, &c.place.tp, c.coll)?;
     let last = Block {
         fwd: Pass {
             gemm: lg_f,
