@@ -31,6 +31,8 @@ pub const SCENARIOS: &[Entry] = embed!(
     "dp-vs-tp-vs-pp",
     "a100-vs-a800",
     "gpu-generations",
+    "themis-vs-baseline",
+    "ps-vs-ring-resnet50",
 );
 
 /// Names of the built-in scenarios.
