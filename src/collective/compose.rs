@@ -205,6 +205,33 @@ pub(super) fn time(
     Ok(out)
 }
 
+/// The end-to-end time only, as [`time`] computes it, without building the phases: the
+/// hot path of estimates and sweeps. Themis schedules fall back to [`time`].
+pub(super) fn total(op: Collective, size: Bytes, dims: &[Dim], opts: &Options) -> Result<Seconds> {
+    if opts.schedule == Schedule::Themis {
+        return time(op, size, dims, opts).map(|t| t.total);
+    }
+    let (order, k) = active_dims(size, dims, opts)?;
+    if k == 0 {
+        return Ok(Seconds::ZERO);
+    }
+    let mut slots = [EMPTY_SLOT; 2 * MAX_DIMS];
+    let ns = plan(op, dims, &order[..k], false, &mut slots);
+    let c = opts.chunks as f64;
+    let m = size / c;
+    let mut busy = [Seconds::ZERO; MAX_DIMS];
+    let mut sum = Seconds::ZERO;
+    for s in &slots[..ns] {
+        let d = &dims[s.dim];
+        let n = m * s.frac;
+        let t = super::select(s.op, opts.algorithm, d, n)?.1.time(d, n);
+        sum += t;
+        busy[s.dim] += t;
+    }
+    let bottleneck = busy.iter().fold(Seconds::ZERO, |a, &b| a.max(b));
+    Ok(sum + bottleneck * (c - 1.0))
+}
+
 /// The baseline schedule: fixed phase order, chunks pipelined behind the busiest dimension.
 fn baseline(
     op: Collective,

@@ -261,6 +261,12 @@ pub fn time(op: Collective, size: Bytes, dims: &[Dim], opts: &Options) -> Result
     compose::time(op, size, dims, opts)
 }
 
+/// `time(op, size, dims, opts)?.total` without building the phase list: the same number,
+/// computed on the hot path of estimates and sweeps. Allocates nothing.
+pub fn total(op: Collective, size: Bytes, dims: &[Dim], opts: &Options) -> Result<Seconds> {
+    compose::total(op, size, dims, opts)
+}
+
 /// The cost of `op` on one dimension with algorithm `alg` (not `Auto`).
 pub fn dim_cost(op: Collective, alg: Algorithm, dim: &Dim) -> Result<Cost> {
     match alg {
