@@ -111,7 +111,7 @@ fn whole_trace(c: &mut Criterion) {
     let w = trace::convert_recs(&recs, &ctx).unwrap();
     g.bench_function("critical path", |b| {
         b.iter(|| {
-            critical::critical_path(black_box(&w), false)
+            critical::critical_path(black_box(&w))
                 .unwrap()
                 .finish_ns
         })
@@ -163,7 +163,7 @@ fn whole_trace(c: &mut Criterion) {
     let bw = trace::convert_recs(&big, &big_ctx).unwrap();
     g.bench_function("critical path", |b| {
         b.iter(|| {
-            critical::critical_path(black_box(&bw), false)
+            critical::critical_path(black_box(&bw))
                 .unwrap()
                 .finish_ns
         })

@@ -345,6 +345,6 @@ fn astra_export_from_our_topology_syntax() {
         ])
         .assert()
         .code(2)
-        .stderr(contains("not built yet"));
+        .stderr(contains("cannot be used with"));
     std::fs::remove_dir_all(&dir).ok();
 }

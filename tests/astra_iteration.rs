@@ -76,7 +76,7 @@ fn counts(t: &chakra::TraceFile) -> Counts {
 }
 
 #[test]
-fn exported_iteration_reads_back_with_hand_counted_nodes() {
+fn astra_export_iteration_reads_back_with_hand_counted_nodes() {
     let d = dir("counts");
     let out = d.join("out");
     Command::cargo_bin("astrolabe")
@@ -173,7 +173,7 @@ fn exported_iteration_reads_back_with_hand_counted_nodes() {
 }
 
 #[test]
-fn one_f_one_b_order() {
+fn astra_export_iteration_1f1b_order() {
     let d = dir("order");
     let sc = Scenario::load(&d.join("run.toml")).unwrap();
     // pp = 2, m = 4: stage 0 warms up with one forward, stage 1 with none.
@@ -217,7 +217,7 @@ fn one_f_one_b_order() {
 /// dp 2, SP, 8 micro-batches of 2: the trace comes out about 0.71 of our estimate (on the
 /// tiny model above, whose kernels are small, 0.38).
 #[test]
-fn exported_trace_estimate_is_near_our_estimate() {
+fn astra_export_iteration_estimate_near_ours() {
     let d = dir("estimate");
     let run = r#"model = "megatron-2021-1.7b"
 system = "dgx-a100"

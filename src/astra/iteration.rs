@@ -454,5 +454,5 @@ pub fn estimate(
         groups: Some(&groups),
     };
     let w = super::trace::convert(&it.traces, &ctx)?;
-    super::critical::critical_path(&w, false)
+    super::critical::critical_path(&w)
 }

@@ -128,7 +128,7 @@ pub struct ExportAstraArgs {
     pub size: String,
     /// A scenario TOML: writes the per-NPU Chakra traces of one training iteration and
     /// the communicator groups (`comm_groups.json`) instead of a microbenchmark.
-    #[arg(long, value_name = "FILE.toml")]
+    #[arg(long, value_name = "FILE.toml", conflicts_with_all = ["topology", "network", "system"])]
     pub scenario: Option<PathBuf>,
 }
 
@@ -360,7 +360,7 @@ fn run_workload(
         groups: groups.as_ref(),
     };
     let w = trace::load(prefix, &ctx)?;
-    let est = critical::critical_path(&w, false)?;
+    let est = critical::critical_path(&w)?;
     let mut t = Table::new(
         "workload",
         &[
@@ -387,7 +387,7 @@ fn run_workload(
     if args.model == ModelKind::Physical {
         let mut pw = w.clone();
         physical::workload_times(&mut pw, net, sys)?;
-        let p = critical::critical_path(&pw, false)?;
+        let p = critical::critical_path(&pw)?;
         row("physical", p.finish_ns)?;
         notes.push(format!(
             "physical / astra = {:.3}: same DAGs and queues, each collective costed by our \
