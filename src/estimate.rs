@@ -235,7 +235,7 @@ fn run<T: Trace>(model: &Model, system: &System, plan: &Plan, tr: &mut T) -> Res
 /// and IB (NVLS/SHARP aside), the fastest applicable algorithm for the other collectives.
 /// A named algorithm that does not implement `op` on every spanned dimension
 /// (parameter-server all-to-all or send/recv, in-network on a ring) falls back to that
-/// choice for this `op`. Chunks and schedule pass through to `collective::time`.
+/// choice for this `op`. Chunks and schedule pass through to `collective::total`.
 pub(crate) fn coll(
     op: Collective,
     bytes: f64,
@@ -261,7 +261,7 @@ pub(crate) fn coll(
         }
     };
     let opts = collective::Options { algorithm, ..*opts };
-    Ok(collective::time(op, Bytes::new(bytes), dims, &opts)?.total)
+    collective::total(op, Bytes::new(bytes), dims, &opts)
 }
 
 /// Splits a communication time into (exposed, hidden) given the compute it may overlap.

@@ -66,8 +66,12 @@ impl<T: Copy> Acc<T> {
         match o {
             Outcome::Kept { item, key, x, y } => {
                 self.kept += 1;
-                self.top.offer(Ranked { key, index, item });
-                self.pareto.offer(Point { x, y, index, item });
+                if self.top.would_keep(key, index) {
+                    self.top.offer(Ranked { key, index, item });
+                }
+                if !self.pareto.is_dominated(x, y, index) {
+                    self.pareto.offer(Point { x, y, index, item });
+                }
             }
             Outcome::Dropped(r) => self.dropped[r.min(MAX_REASONS - 1)] += 1,
         }

@@ -146,6 +146,26 @@ impl<T: Copy> Pareto<T> {
         }
     }
 
+    /// Whether a kept point dominates (x, y) at `index` (cheap pre-check, so the caller
+    /// can skip building the payload).
+    pub fn is_dominated(&self, x: f64, y: f64, index: u64) -> bool {
+        let probe = Point {
+            x,
+            y,
+            index,
+            item: (),
+        };
+        self.pts.iter().any(|q| {
+            let q = Point {
+                x: q.x,
+                y: q.y,
+                index: q.index,
+                item: (),
+            };
+            dominates(&q, &probe)
+        })
+    }
+
     /// Offers a point; keeps it if no kept point dominates it, and drops those it dominates.
     pub fn offer(&mut self, p: Point<T>) {
         if !(p.x.is_finite() && p.y.is_finite()) {
