@@ -99,7 +99,9 @@ struct Sched<'a> {
     heap: Events,
     /// Flat index of each NPU's first task.
     base: Vec<usize>,
-    remaining: Vec<u32>,
+    /// Per task (flat): [first successor in its NPU's `succ`, dependencies left]; the
+    /// two live in one array so that finishing a task touches one cache line.
+    meta: Vec<[u32; 2]>,
     units: Vec<[Unit; 3]>,
     group_of: Vec<u32>,
     /// Per NPU: (group, collectives issued on it so far).
@@ -132,17 +134,19 @@ pub fn critical_path(w: &Workload) -> Result<Estimate> {
         })
         .collect();
     let mut base = Vec::with_capacity(n + 1);
-    let mut remaining = Vec::new();
+    let total: usize = w.npus.iter().map(|p| p.tasks.len() + 1).sum();
+    let mut meta = Vec::with_capacity(total);
     for p in &w.npus {
-        base.push(remaining.len());
-        remaining.extend(p.tasks.iter().map(|t| t.deps));
+        base.push(meta.len());
+        meta.extend(p.tasks.iter().zip(&p.succ_start).map(|(t, &s)| [s, t.deps]));
+        meta.push([p.succ_start.last().copied().unwrap_or(0), 0]);
     }
-    base.push(remaining.len());
+    base.push(meta.len());
     let mut s = Sched {
         w,
         heap: Events::default(),
         base,
-        remaining,
+        meta,
         units: (0..n).map(|_| Default::default()).collect(),
         group_of,
         seq: vec![Vec::new(); n],
@@ -174,7 +178,7 @@ pub fn critical_path(w: &Workload) -> Result<Estimate> {
         s.finish(npu, task, t)?;
         s.drain(t)?;
     }
-    if s.est.tasks != s.remaining.len() {
+    if s.est.tasks != total - n {
         return Err(s.stuck());
     }
     s.est.finish_ns = s.est.npu_finish_ns.iter().copied().max().unwrap_or(0);
@@ -347,10 +351,11 @@ impl Sched<'_> {
             self.units[npu as usize][u].busy = false;
             self.touch(npu);
         }
-        let (a, b) = (p.succ_start[task as usize], p.succ_start[task as usize + 1]);
         let base = self.base[npu as usize];
+        let at = base + task as usize;
+        let (a, b) = (self.meta[at][0], self.meta[at + 1][0]);
         for &s in &p.succ[a as usize..b as usize] {
-            let r = &mut self.remaining[base + s as usize];
+            let r = &mut self.meta[base + s as usize][1];
             *r -= 1;
             if *r == 0 {
                 self.ready.push((npu, s));

@@ -195,17 +195,17 @@ pub fn convert_recs(files: &[lean::Recs], ctx: &Ctx) -> Result<Workload> {
 
 /// One NPU's tasks; `Kind::Coll` holds an index into the returned keys.
 fn convert_npu(f: &lean::Recs, rank: usize, ctx: &Ctx) -> Result<(Npu, Vec<CollKey>)> {
-    let mut keys = Vec::new();
+    let mut keys = Interner::default();
     let mut tasks = Vec::with_capacity(f.recs.len());
     for r in &f.recs {
         let t = task_cost(r, rank, ctx, &mut keys)
             .map_err(|e| e.context(format!("rank {rank} node {}", r.id)))?;
         tasks.push(t);
     }
-    Ok((link(f, tasks, rank)?, keys))
+    Ok((link(f, tasks, rank)?, keys.keys))
 }
 
-fn task_cost(r: &lean::Rec, rank: usize, ctx: &Ctx, keys: &mut Vec<CollKey>) -> Result<Task> {
+fn task_cost(r: &lean::Rec, rank: usize, ctx: &Ctx, keys: &mut Interner) -> Result<Task> {
     let mut t = Task {
         id: r.id,
         kind: Kind::Nop,
@@ -223,8 +223,7 @@ fn task_cost(r: &lean::Rec, rank: usize, ctx: &Ctx, keys: &mut Vec<CollKey>) -> 
             t.ns = (r.uint(lean::TENSOR_SIZE)?.unwrap_or(0) as f64 / lmbw).floor() as u64;
         }
         node_type::COMM_COLL => {
-            keys.push(coll_key(r)?);
-            t.kind = Kind::Coll(keys.len() as u32 - 1);
+            t.kind = Kind::Coll(intern(keys, r)?);
         }
         node_type::COMM_SEND | node_type::COMM_RECV => {
             let send = r.ty == node_type::COMM_SEND;
@@ -288,7 +287,46 @@ pub fn p2p_ns(net: &AstraNetwork, a: u64, b: u64, size: u64) -> u64 {
     }
 }
 
-fn coll_key(r: &lean::Rec) -> Result<CollKey> {
+/// This NPU's distinct collectives.
+#[derive(Default)]
+struct Interner {
+    keys: Vec<CollKey>,
+    /// Built once there are many distinct keys.
+    map: HashMap<CollKey, u32>,
+}
+
+/// Index of `r`'s collective among this NPU's distinct ones. A trace usually has a
+/// handful, so a linear search that compares before allocating beats hashing every node;
+/// past 64 distinct keys a hash map takes over.
+fn intern(keys: &mut Interner, r: &lean::Rec) -> Result<u32> {
+    let op = coll_op(r)?;
+    let size = r.uint(lean::COMM_SIZE)?.unwrap_or(0);
+    let group = r.pg_name.as_deref().unwrap_or("");
+    let inv = r.involved_dim.as_deref().unwrap_or(&[]);
+    if keys.keys.len() < 64 {
+        let found = keys
+            .keys
+            .iter()
+            .position(|k| k.0 == op && k.1 == size && &*k.2 == group && k.3 == inv);
+        if let Some(i) = found {
+            return Ok(i as u32);
+        }
+        keys.keys.push((op, size, group.into(), inv.to_vec()));
+        if keys.keys.len() == 64 {
+            keys.map = keys.keys.iter().cloned().zip(0..).collect();
+        }
+        return Ok(keys.keys.len() as u32 - 1);
+    }
+    let key: CollKey = (op, size, group.into(), inv.to_vec());
+    let next = keys.keys.len() as u32;
+    let i = *keys.map.entry(key.clone()).or_insert(next);
+    if i == next {
+        keys.keys.push(key);
+    }
+    Ok(i)
+}
+
+fn coll_op(r: &lean::Rec) -> Result<Op> {
     let ct = r.ints[lean::COMM_TYPE].ok_or_else(|| Error::input("comm_type", "missing"))?;
     let op = match ct as i64 {
         comm_type::ALL_REDUCE => Op::AllReduce,
@@ -301,9 +339,7 @@ fn coll_key(r: &lean::Rec) -> Result<CollKey> {
             )));
         }
     };
-    let size = r.uint(lean::COMM_SIZE)?.unwrap_or(0);
-    let group = r.pg_name.clone().unwrap_or_default();
-    Ok((op, size, group, r.involved_dim.clone().unwrap_or_default()))
+    Ok(op)
 }
 
 fn coll_info(key: &CollKey, ctx: &Ctx) -> Result<CollInfo> {
@@ -413,37 +449,75 @@ pub fn group_link(members: &[u32], net: &AstraNetwork) -> Option<(usize, u64)> {
 }
 
 /// Builds the successor lists and dependency counts of one NPU.
+/// Node id → position: a dense table when ids are small (generators number nodes
+/// 0..k), a hash map otherwise.
+enum Positions {
+    Dense(Vec<u32>),
+    Sparse(HashMap<u64, u32>),
+}
+
+impl Positions {
+    fn new(f: &lean::Recs) -> Positions {
+        let max = f.recs.iter().map(|r| r.id).max().unwrap_or(0);
+        if max < 4 * f.recs.len() as u64 + 1024 {
+            let mut v = vec![u32::MAX; max as usize + 1];
+            for (i, r) in f.recs.iter().enumerate() {
+                v[r.id as usize] = i as u32;
+            }
+            Positions::Dense(v)
+        } else {
+            Positions::Sparse(
+                f.recs
+                    .iter()
+                    .enumerate()
+                    .map(|(i, r)| (r.id, i as u32))
+                    .collect(),
+            )
+        }
+    }
+    fn get(&self, id: u64) -> Option<u32> {
+        match self {
+            Positions::Dense(v) => v.get(id as usize).copied().filter(|&p| p != u32::MAX),
+            Positions::Sparse(m) => m.get(&id).copied(),
+        }
+    }
+}
+
+/// Successor lists (CSR) built by counting: out-degrees, prefix sums, then a fill pass.
 fn link(f: &lean::Recs, mut tasks: Vec<Task>, rank: usize) -> Result<Npu> {
-    let pos: HashMap<u64, u32> = f
-        .recs
-        .iter()
-        .enumerate()
-        .map(|(i, r)| (r.id, i as u32))
-        .collect();
-    let mut edges: Vec<(u32, u32)> = Vec::with_capacity(f.deps.len());
+    let pos = Positions::new(f);
+    let mut succ_start = vec![0u32; tasks.len() + 1];
+    let mut parents = Vec::with_capacity(f.deps.len());
     for (i, r) in f.recs.iter().enumerate() {
         for dep in &f.deps[r.deps.0 as usize..r.deps.1 as usize] {
-            let &p = pos.get(dep).ok_or_else(|| {
+            let p = pos.get(*dep).ok_or_else(|| {
                 Error::input(
                     format!("rank {rank} node {}", r.id),
                     format!("depends on node {dep}, which is not in the trace"),
                 )
             })?;
-            edges.push((p, i as u32));
+            parents.push(p);
+            succ_start[p as usize + 1] += 1;
             tasks[i].deps += 1;
         }
-    }
-    edges.sort_unstable();
-    let mut succ_start = vec![0u32; tasks.len() + 1];
-    for &(from, _) in &edges {
-        succ_start[from as usize + 1] += 1;
     }
     for i in 0..tasks.len() {
         succ_start[i + 1] += succ_start[i];
     }
+    let mut fill = succ_start.clone();
+    let mut succ = vec![0u32; parents.len()];
+    let mut k = 0;
+    for (i, r) in f.recs.iter().enumerate() {
+        for _ in r.deps.0..r.deps.1 {
+            let p = parents[k] as usize;
+            k += 1;
+            succ[fill[p] as usize] = i as u32;
+            fill[p] += 1;
+        }
+    }
     Ok(Npu {
         tasks,
         succ_start,
-        succ: edges.into_iter().map(|(_, to)| to).collect(),
+        succ,
     })
 }
