@@ -219,7 +219,7 @@ fn attr(msg: &[u8], r: &mut Rec) -> Option<()> {
             _ => b.skip(wire)?,
         }
     }
-    if let Some(k) = ATTRS.iter().position(|x| x.as_bytes() == name) {
+    if let Some(k) = attr_index(name) {
         r.ints[k] = int;
     } else if name == b"pg_name" {
         r.pg_name = text
@@ -229,6 +229,21 @@ fn attr(msg: &[u8], r: &mut Rec) -> Option<()> {
         r.involved_dim = bools;
     }
     Some(())
+}
+
+/// Index of an attribute name in [`ATTRS`] (a `match` compiles to a length switch and
+/// at most a few comparisons, where a scan of the list compared every name).
+fn attr_index(name: &[u8]) -> Option<usize> {
+    Some(match name {
+        b"comm_type" => COMM_TYPE,
+        b"comm_size" => COMM_SIZE,
+        b"num_ops" => NUM_OPS,
+        b"tensor_size" => TENSOR_SIZE,
+        b"comm_src" => COMM_SRC,
+        b"comm_dst" => COMM_DST,
+        b"comm_tag" => COMM_TAG,
+        _ => return None,
+    })
 }
 
 fn bool_list(msg: &[u8]) -> Option<Vec<bool>> {
@@ -295,5 +310,9 @@ mod tests {
         assert_eq!(lean.recs[0].ints[COMM_SIZE], Some(1 << 40));
         assert_eq!(lean.recs[1].ints[NUM_OPS], Some(-3));
         assert!(decode(&encode(&t)[..20], "t").is_err());
+        for (i, name) in ATTRS.iter().enumerate() {
+            assert_eq!(attr_index(name.as_bytes()), Some(i));
+        }
+        assert_eq!(attr_index(b"pg_name"), None);
     }
 }

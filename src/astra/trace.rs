@@ -122,7 +122,10 @@ pub struct Ctx<'a> {
 /// Reads every NPU's trace under `prefix` (in parallel, with the lean reader) and converts it.
 pub fn load(prefix: &Path, ctx: &Ctx) -> Result<Workload> {
     let n = ctx.net.npus() as usize;
-    let recs: Vec<lean::Recs> = (0..n)
+    check_count(n, ctx)?;
+    // Decode and convert each file in one step, so only the compact tasks of every NPU
+    // stay in memory (not the decoded records of all files at once).
+    let per: Vec<(Npu, Vec<CollKey>)> = (0..n)
         .into_par_iter()
         .map(|r| {
             let path = chakra::rank_path(prefix, r);
@@ -130,10 +133,22 @@ pub fn load(prefix: &Path, ctx: &Ctx) -> Result<Workload> {
                 path: path.clone(),
                 source,
             })?;
-            lean::decode(&bytes, &path.display().to_string())
+            let recs = lean::decode(&bytes, &path.display().to_string())?;
+            drop(bytes);
+            convert_npu(&recs, r, ctx)
         })
         .collect::<Result<_>>()?;
-    convert_recs(&recs, ctx)
+    merge(per, ctx)
+}
+
+fn check_count(n: usize, ctx: &Ctx) -> Result<()> {
+    if n as u64 != ctx.net.npus() {
+        return Err(Error::input(
+            "workload",
+            format!("{n} traces for a network of {} NPUs", ctx.net.npus()),
+        ));
+    }
+    Ok(())
 }
 
 /// Converts decoded traces (one per NPU, rank order) into a [`Workload`].
@@ -147,21 +162,18 @@ type CollKey = (Op, u64, Box<str>, Vec<bool>);
 /// Converts lean records (one per NPU, rank order) into a [`Workload`]: NPUs in
 /// parallel, then the distinct collectives are costed once each.
 pub fn convert_recs(files: &[lean::Recs], ctx: &Ctx) -> Result<Workload> {
-    if files.len() as u64 != ctx.net.npus() {
-        return Err(Error::input(
-            "workload",
-            format!(
-                "{} traces for a network of {} NPUs",
-                files.len(),
-                ctx.net.npus()
-            ),
-        ));
-    }
+    check_count(files.len(), ctx)?;
     let per: Vec<(Npu, Vec<CollKey>)> = files
         .par_iter()
         .enumerate()
         .map(|(rank, f)| convert_npu(f, rank, ctx))
         .collect::<Result<_>>()?;
+    merge(per, ctx)
+}
+
+/// Numbers the distinct collectives of all NPUs, costs each once, and points every
+/// collective task at its global entry.
+fn merge(per: Vec<(Npu, Vec<CollKey>)>, ctx: &Ctx) -> Result<Workload> {
     let mut colls: Vec<CollInfo> = Vec::new();
     let mut index: HashMap<CollKey, u32> = HashMap::new();
     let mut npus = Vec::with_capacity(per.len());
