@@ -219,31 +219,52 @@ fn attr(msg: &[u8], r: &mut Rec) -> Option<()> {
             _ => b.skip(wire)?,
         }
     }
-    if let Some(k) = attr_index(name) {
+    let key = pack(name);
+    if key == 0 {
+        return Some(());
+    }
+    if let Some(k) = attr_index(key) {
         r.ints[k] = int;
-    } else if name == b"pg_name" {
+    } else if key == PG_NAME {
         r.pg_name = text
             .and_then(|t| std::str::from_utf8(t).ok())
             .map(Into::into);
-    } else if name == b"involved_dim" {
+    } else if key == INVOLVED_DIM {
         r.involved_dim = bools;
     }
     Some(())
 }
 
-/// Index of an attribute name in [`ATTRS`] (a `match` compiles to a length switch and
-/// at most a few comparisons, where a scan of the list compared every name).
-fn attr_index(name: &[u8]) -> Option<usize> {
-    Some(match name {
-        b"comm_type" => COMM_TYPE,
-        b"comm_size" => COMM_SIZE,
-        b"num_ops" => NUM_OPS,
-        b"tensor_size" => TENSOR_SIZE,
-        b"comm_src" => COMM_SRC,
-        b"comm_dst" => COMM_DST,
-        b"comm_tag" => COMM_TAG,
-        _ => return None,
-    })
+/// A name of at most 16 bytes packed into one integer (0 for longer names), so that
+/// recognising an attribute is one integer comparison instead of a `memcmp` call.
+pub const fn pack(name: &[u8]) -> u128 {
+    if name.len() > 16 {
+        return 0;
+    }
+    let mut v = name.len() as u128;
+    let mut i = 0;
+    while i < name.len() {
+        v |= (name[i] as u128) << (8 * i + 8);
+        i += 1;
+    }
+    v
+}
+
+const PG_NAME: u128 = pack(b"pg_name");
+const INVOLVED_DIM: u128 = pack(b"involved_dim");
+
+/// Index of a packed attribute name in [`ATTRS`].
+fn attr_index(name: u128) -> Option<usize> {
+    const KEYS: [u128; 7] = [
+        pack(b"comm_type"),
+        pack(b"comm_size"),
+        pack(b"num_ops"),
+        pack(b"tensor_size"),
+        pack(b"comm_src"),
+        pack(b"comm_dst"),
+        pack(b"comm_tag"),
+    ];
+    KEYS.iter().position(|&k| k == name)
 }
 
 fn bool_list(msg: &[u8]) -> Option<Vec<bool>> {
@@ -311,8 +332,9 @@ mod tests {
         assert_eq!(lean.recs[1].ints[NUM_OPS], Some(-3));
         assert!(decode(&encode(&t)[..20], "t").is_err());
         for (i, name) in ATTRS.iter().enumerate() {
-            assert_eq!(attr_index(name.as_bytes()), Some(i));
+            assert_eq!(attr_index(pack(name.as_bytes())), Some(i));
         }
-        assert_eq!(attr_index(b"pg_name"), None);
+        assert_eq!(attr_index(PG_NAME), None);
+        assert_eq!(pack(b"a_name_longer_than_16"), 0);
     }
 }

@@ -303,6 +303,8 @@ pub fn p2p_ns(net: &AstraNetwork, a: u64, b: u64, size: u64) -> u64 {
 #[derive(Default)]
 struct Interner {
     keys: Vec<CollKey>,
+    /// (op, size, packed group name) of each key, compared as integers first.
+    fast: Vec<(Op, u64, u128)>,
     /// Built once there are many distinct keys.
     map: HashMap<CollKey, u32>,
 }
@@ -316,14 +318,15 @@ fn intern(keys: &mut Interner, r: &lean::Rec) -> Result<u32> {
     let group = r.pg_name.as_deref().unwrap_or("");
     let inv = r.involved_dim.as_deref().unwrap_or(&[]);
     if keys.keys.len() < 64 {
-        let found = keys
-            .keys
-            .iter()
-            .position(|k| k.0 == op && k.1 == size && &*k.2 == group && k.3 == inv);
+        let packed = lean::pack(group.as_bytes());
+        let found = keys.fast.iter().zip(&keys.keys).position(|(f, k)| {
+            *f == (op, size, packed) && (packed != 0 || &*k.2 == group) && k.3 == inv
+        });
         if let Some(i) = found {
             return Ok(i as u32);
         }
         keys.keys.push((op, size, group.into(), inv.to_vec()));
+        keys.fast.push((op, size, packed));
         if keys.keys.len() == 64 {
             keys.map = keys.keys.iter().cloned().zip(0..).collect();
         }
