@@ -351,3 +351,31 @@ fn bandwidth_split_beats_a_grid_of_splits() {
         );
     }
 }
+
+/// Redundant settings are evaluated once: with pp = 1 every pipeline schedule is the same
+/// run (1F1B stands for them), and with flash attention selective recomputation is what
+/// flash attention already does (the first listed of none/selective stands for both).
+#[test]
+fn redundant_schedules_and_recompute_are_evaluated_once() {
+    let model = catalog::model("gpt3-175b").unwrap();
+    let system = catalog::system("dgx-a100").unwrap();
+    let mut a = small_axes(64);
+    a.tp = vec![8];
+    a.pp = vec![1];
+    a.schedules = vec![
+        (Schedule::Gpipe, 1),
+        (Schedule::OneFOneB, 1),
+        (Schedule::Interleaved, 2),
+    ];
+    a.recompute = vec![Recompute::None, Recompute::Selective];
+    a.flash = vec![true];
+    let grid = Grid::build(&model, &system, 64, a).unwrap();
+    assert!(
+        grid.structural
+            .iter()
+            .all(|s| s.plan.schedule == Schedule::OneFOneB)
+    );
+    let kept: Vec<_> = (0..grid.hot_len()).filter_map(|i| grid.decode(i)).collect();
+    assert!(!kept.is_empty());
+    assert!(kept.iter().all(|(p, _)| p.recompute == Recompute::None));
+}

@@ -11,7 +11,8 @@
 //!
 //! A knob that has no effect on a plan (sequence parallel with tp = 1, ZeRO with dp = 1,
 //! TP overlap with tp = 1, DP overlap with dp = 1, group order with fewer than two
-//! multi-device groups, flash attention on a non-transformer) would only repeat another
+//! multi-device groups, flash attention on a non-transformer, selective recomputation with
+//! flash attention, a pipeline schedule with pp = 1) would only repeat another
 //! configuration: only its first listed value is evaluated, the others are counted as
 //! *redundant* drops, so every distinct configuration is evaluated once.
 
@@ -164,6 +165,12 @@ impl Grid {
             }
         }
         let knobs = axes.knob_count();
+        // A single stage runs forward and backward per micro-batch (gradient accumulation):
+        // 1F1B's memory, not GPipe's. Prefer 1F1B to stand for the schedules of pp = 1.
+        let single_stage = (axes.schedules.iter())
+            .position(|s| s.0 == Schedule::OneFOneB)
+            .or_else(|| axes.schedules.iter().position(|s| s.1 == 1))
+            .unwrap_or(0);
         let mut structural = Vec::new();
         let mut invalid: Vec<DropCount> = Vec::new();
         let mut total = 0u64;
@@ -188,8 +195,13 @@ impl Grid {
                     }
                     for &ep in &eps {
                         for &mb in &axes.micro_batch {
-                            for &(schedule, v) in &axes.schedules {
+                            for (k, &(schedule, v)) in axes.schedules.iter().enumerate() {
                                 total += knobs;
+                                // One stage has no pipeline: every schedule is the same run.
+                                if pp == 1 && k != single_stage {
+                                    count(&mut invalid, REDUNDANT_SCHEDULE, knobs);
+                                    continue;
+                                }
                                 let spec = PlanSpec {
                                     gpus: Some(g),
                                     tp,
@@ -253,9 +265,28 @@ impl Grid {
         let redundant = (p.tp == 1 && (sp != a.sp[0] || p.tp_overlap != a.tp_overlap[0]))
             || (p.dp == 1 && (p.zero != a.zero[0] || p.dp_overlap != a.dp_overlap[0]))
             || (groups < 2 && p.order != a.order[0])
-            || (!self.transformer && p.flash_attention != a.flash[0]);
+            || (!self.transformer && p.flash_attention != a.flash[0])
+            || (p.flash_attention
+                && p.recompute != canonical_light_recompute(&a.recompute, p.recompute));
         (!redundant).then_some((p, s.system))
     }
+}
+
+/// Reason counted for pipeline schedules of a single-stage plan.
+const REDUNDANT_SCHEDULE: &str =
+    "redundant: a pipeline schedule of a single-stage plan (pp = 1 has no pipeline)";
+
+/// With flash attention, selective recomputation (of the attention core) is what flash
+/// attention already does in backward, so `selective` and `none` are the same run: the one
+/// listed first stands for both. Other modes map to themselves.
+fn canonical_light_recompute(list: &[Recompute], r: Recompute) -> Recompute {
+    if r == Recompute::Full {
+        return r;
+    }
+    list.iter()
+        .copied()
+        .find(|m| *m != Recompute::Full)
+        .unwrap_or(r)
 }
 
 /// The largest device count below `gpus` (down to half of it) for which at least one
