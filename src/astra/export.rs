@@ -177,19 +177,20 @@ pub fn iteration_system(
 }
 
 /// Writes network.yml, system.json, remote_memory.json, `comm_groups.json` and
-/// `workload.<rank>.et` for every NPU of a training iteration into `dir`.
+/// `workload.<rank>.et` for every NPU of a training iteration into `dir` (ranks are
+/// generated, encoded and written in parallel, one at a time per thread).
 pub fn write_iteration(
     dir: &Path,
     net: &AstraNetwork,
     sys: &AstraSystem,
-    it: &super::iteration::Iteration,
+    generator: &super::iteration::Generator,
 ) -> Result<Written> {
-    if it.traces.len() as u64 != net.npus() {
+    if generator.npus() as u64 != net.npus() {
         return Err(Error::input(
             "export astra",
             format!(
                 "the plan has {} ranks but the network {} NPUs",
-                it.traces.len(),
+                generator.npus(),
                 net.npus()
             ),
         ));
@@ -206,12 +207,17 @@ pub fn write_iteration(
         REMOTE_MEMORY_JSON,
         &mut files,
     )?;
-    write(dir.join("comm_groups.json"), &it.groups_json(), &mut files)?;
+    let groups = super::iteration::groups_json(&generator.groups());
+    write(dir.join("comm_groups.json"), &groups, &mut files)?;
     let prefix = dir.join("workload");
-    for (r, trace) in it.traces.iter().enumerate() {
-        let p = chakra::rank_path(&prefix, r);
-        chakra::write_file(&p, trace)?;
-        files.push(p);
-    }
+    use rayon::prelude::*;
+    let traces: Vec<PathBuf> = (0..generator.npus())
+        .into_par_iter()
+        .map(|r| {
+            let p = chakra::rank_path(&prefix, r as usize);
+            chakra::write_file(&p, &generator.trace(r)).map(|_| p)
+        })
+        .collect::<Result<_>>()?;
+    files.extend(traces);
     Ok(Written { files, prefix })
 }

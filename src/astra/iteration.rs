@@ -45,8 +45,14 @@ pub struct Iteration {
 impl Iteration {
     /// The `--comm-group-configuration` JSON: `{"1": [0, 4], ...}`.
     pub fn groups_json(&self) -> String {
-        let items: Vec<String> = self
-            .groups
+        groups_json(&self.groups)
+    }
+}
+
+/// The `--comm-group-configuration` JSON of `groups`: `{"1": [0, 4], ...}`.
+pub fn groups_json(groups: &[(u32, Vec<u32>)]) -> String {
+    {
+        let items: Vec<String> = groups
             .iter()
             .map(|(id, m)| {
                 let r: Vec<String> = m.iter().map(|x| x.to_string()).collect();
@@ -135,47 +141,83 @@ pub fn pass_order(plan: &Plan, p: u32) -> Vec<(u32, bool)> {
     out
 }
 
-/// Builds the iteration of a transformer `model` under `plan`.
-pub fn build(model: &Model, plan: &Plan) -> Result<Iteration> {
-    let m = model.transformer().ok_or_else(|| {
-        Error::Unsupported("export astra --scenario needs a transformer model".into())
-    })?;
-    if plan.schedule == Schedule::Interleaved || plan.v > 1 {
-        return Err(Error::Unsupported(
-            "export astra: the interleaved schedule is not exported (use 1f1b or gpipe)".into(),
-        ));
+/// Generates the traces of one iteration rank by rank (so a large export never holds
+/// every NPU's nodes at once).
+pub struct Generator<'a> {
+    m: &'a Transformer,
+    plan: &'a Plan,
+    sz: Sizes,
+}
+
+impl<'a> Generator<'a> {
+    /// Checks that the model and plan can be exported.
+    pub fn new(model: &'a Model, plan: &'a Plan) -> Result<Generator<'a>> {
+        let m = model.transformer().ok_or_else(|| {
+            Error::Unsupported("export astra --scenario needs a transformer model".into())
+        })?;
+        if plan.schedule == Schedule::Interleaved || plan.v > 1 {
+            return Err(Error::Unsupported(
+                "export astra: the interleaved schedule is not exported (use 1f1b or gpipe)".into(),
+            ));
+        }
+        if m.experts > 1 {
+            return Err(Error::Unsupported(
+                "export astra: MoE layers (expert all-to-all) are not exported".into(),
+            ));
+        }
+        if !m.layers.is_multiple_of(plan.pp) {
+            return Err(Error::input("plan.pp", "must divide the number of layers"));
+        }
+        Ok(Generator {
+            m,
+            plan,
+            sz: sizes(m, plan),
+        })
     }
-    if m.experts > 1 {
-        return Err(Error::Unsupported(
-            "export astra: MoE layers (expert all-to-all) are not exported".into(),
-        ));
+
+    /// NPUs (ranks).
+    pub fn npus(&self) -> u32 {
+        self.plan.tp * self.plan.dp * self.plan.pp
     }
-    if !m.layers.is_multiple_of(plan.pp) {
-        return Err(Error::input("plan.pp", "must divide the number of layers"));
+
+    /// The trace of `rank` (rank = t + tp·(d + dp·p)).
+    pub fn trace(&self, rank: u32) -> TraceFile {
+        let (tp, dp) = (self.plan.tp, self.plan.dp);
+        let pos = Pos {
+            t: rank % tp,
+            d: rank / tp % dp,
+            p: rank / tp / dp,
+        };
+        npu_trace(self.m, self.plan, &self.sz, pos)
     }
-    let sz = sizes(m, plan);
-    let mut traces = Vec::with_capacity(plan.gpus as usize);
-    for p in 0..plan.pp {
-        for d in 0..plan.dp {
+
+    /// Communicator groups in id order: DP groups first, then TP groups.
+    pub fn groups(&self) -> Vec<(u32, Vec<u32>)> {
+        let plan = self.plan;
+        let mut groups = Vec::new();
+        for p in 0..plan.pp {
             for t in 0..plan.tp {
-                traces.push(npu_trace(m, plan, &sz, Pos { t, d, p }));
+                let ranks = (0..plan.dp).map(|d| rank(plan, t, d, p)).collect();
+                groups.push((dp_group(plan, Pos { t, d: 0, p }), ranks));
             }
         }
-    }
-    let mut groups = Vec::new();
-    for p in 0..plan.pp {
-        for t in 0..plan.tp {
-            let ranks = (0..plan.dp).map(|d| rank(plan, t, d, p)).collect();
-            groups.push((dp_group(plan, Pos { t, d: 0, p }), ranks));
+        for p in 0..plan.pp {
+            for d in 0..plan.dp {
+                let ranks = (0..plan.tp).map(|t| rank(plan, t, d, p)).collect();
+                groups.push((tp_group(plan, Pos { t: 0, d, p }), ranks));
+            }
         }
+        groups
     }
-    for p in 0..plan.pp {
-        for d in 0..plan.dp {
-            let ranks = (0..plan.tp).map(|t| rank(plan, t, d, p)).collect();
-            groups.push((tp_group(plan, Pos { t: 0, d, p }), ranks));
-        }
-    }
-    Ok(Iteration { traces, groups })
+}
+
+/// Builds the whole iteration of a transformer `model` under `plan` in memory.
+pub fn build(model: &Model, plan: &Plan) -> Result<Iteration> {
+    let g = Generator::new(model, plan)?;
+    Ok(Iteration {
+        traces: (0..g.npus()).map(|r| g.trace(r)).collect(),
+        groups: g.groups(),
+    })
 }
 
 /// Appends nodes with consecutive ids, each data-dependent on the one before.

@@ -427,11 +427,25 @@ fn run_workload(
 /// `export astra --scenario`: one training iteration, with our two estimates beside it.
 fn export_scenario(path: &Path, out: &Path) -> Result<Report> {
     let sc = crate::estimate::scenario::Scenario::load(path)?;
-    let it = iteration::build(&sc.model, &sc.plan)?;
+    let generator = iteration::Generator::new(&sc.model, &sc.plan)?;
     let net = export::network_from_topology(&sc.system.topology);
     let sys = export::iteration_system(net.dims.len(), &sc.system.device, sc.plan.precision)?;
-    let written = export::write_iteration(out, &net, &sys, &it)?;
-    let est = iteration::estimate(&it, &net, &sys)?;
+    let written = export::write_iteration(out, &net, &sys, &generator)?;
+    // Read the written files back: the estimate below is of exactly what was exported.
+    let groups: std::collections::HashMap<String, Vec<u32>> = generator
+        .groups()
+        .into_iter()
+        .map(|(id, m)| (id.to_string(), m))
+        .collect();
+    let knobs = Knobs::default();
+    let ctx = trace::Ctx {
+        net: &net,
+        sys: &sys,
+        knobs: &knobs,
+        groups: Some(&groups),
+    };
+    let w = trace::load(&written.prefix, &ctx)?;
+    let est = critical::critical_path(&w)?;
     let ours = crate::estimate::evaluate(&sc.model, &sc.system, &sc.plan)?;
     let mut t = Table::new("files", &[("file", "file")]);
     for f in &written.files {
@@ -439,7 +453,7 @@ fn export_scenario(path: &Path, out: &Path) -> Result<Report> {
     }
     let mut report = Report::default();
     report.tables.push(t);
-    let nodes: usize = it.traces.iter().map(|t| t.nodes.len()).sum();
+    let nodes: usize = w.npus.iter().map(|p| p.tasks.len()).sum();
     report.notes.push(format!(
         "run: AstraSim_Analytical_Congestion_Unaware --workload-configuration={} --system-configuration={} --remote-memory-configuration={} --network-configuration={} --comm-group-configuration={}",
         written.prefix.display(),
@@ -451,7 +465,7 @@ fn export_scenario(path: &Path, out: &Path) -> Result<Report> {
     let total = ours.time.total.get();
     report.notes.push(format!(
         "{nodes} nodes on {} NPUs; astrolabe astra on these files: {} ns; astrolabe estimate: {:.0} ns (ratio {:.3})",
-        it.traces.len(),
+        generator.npus(),
         est.finish_ns,
         total * 1e9,
         est.finish_ns as f64 / (total * 1e9)
