@@ -3,12 +3,12 @@
 //! `--system` to compare them under one plan.
 
 use super::OutputArgs;
+use super::plan_flags::PlanFlags;
 use crate::compare::{self, Scenario};
 use crate::error::{Error, Result};
 use crate::report::Report;
 use clap::Args;
 use std::path::PathBuf;
-use toml::{Table, Value};
 
 /// Flags of `astrolabe compare`.
 #[derive(Debug, Args)]
@@ -22,45 +22,9 @@ pub struct CompareArgs {
     /// System (built-in name or file); repeat to compare systems.
     #[arg(long = "system", value_name = "SYSTEM")]
     pub systems: Vec<String>,
-    /// Devices used (default: the whole system).
-    #[arg(long)]
-    pub gpus: Option<u32>,
-    /// Data-parallel degree (default: gpus / (tp·pp)).
-    #[arg(long)]
-    pub dp: Option<u32>,
-    /// Tensor-parallel degree.
-    #[arg(long)]
-    pub tp: Option<u32>,
-    /// Pipeline-parallel degree.
-    #[arg(long)]
-    pub pp: Option<u32>,
-    /// Expert-parallel degree.
-    #[arg(long)]
-    pub ep: Option<u32>,
-    /// Micro-batch size (sequences).
-    #[arg(long)]
-    pub micro_batch: Option<u32>,
-    /// Global batch size (sequences).
-    #[arg(long)]
-    pub global_batch: Option<u32>,
-    /// Pipeline schedule: gpipe, 1f1b, interleaved.
-    #[arg(long)]
-    pub schedule: Option<String>,
-    /// Model chunks per stage (interleaved schedule).
-    #[arg(long)]
-    pub virtual_stages: Option<u32>,
-    /// Activation recomputation: none, selective, full.
-    #[arg(long)]
-    pub recompute: Option<String>,
-    /// Sequence parallelism on the TP group.
-    #[arg(long)]
-    pub sequence_parallel: bool,
-    /// ZeRO stage 0–3.
-    #[arg(long)]
-    pub zero: Option<u8>,
-    /// Matrix precision: bf16, fp16, fp8, tf32, fp32.
-    #[arg(long)]
-    pub precision: Option<String>,
+    /// The parallelism plan (overrides the scenario's `[plan]`).
+    #[command(flatten)]
+    pub plan: PlanFlags,
     /// Price of one GPU-hour, to add cost rows (any currency).
     #[arg(long, value_name = "PRICE")]
     pub gpu_hour_price: Option<f64>,
@@ -75,51 +39,14 @@ pub struct CompareArgs {
     pub out: OutputArgs,
 }
 
-impl CompareArgs {
-    /// The `[plan]` table the plan flags describe (only the flags given).
-    fn plan_table(&self) -> Table {
-        let mut t = Table::new();
-        let ints = [
-            ("gpus", self.gpus),
-            ("dp", self.dp),
-            ("tp", self.tp),
-            ("pp", self.pp),
-            ("ep", self.ep),
-            ("micro_batch", self.micro_batch),
-            ("global_batch", self.global_batch),
-            ("virtual_stages", self.virtual_stages),
-            ("zero", self.zero.map(u32::from)),
-        ];
-        for (k, v) in ints {
-            if let Some(v) = v {
-                t.insert(k.into(), Value::Integer(i64::from(v)));
-            }
-        }
-        for (k, v) in [
-            ("schedule", &self.schedule),
-            ("recompute", &self.recompute),
-            ("precision", &self.precision),
-        ] {
-            if let Some(v) = v {
-                t.insert(k.into(), Value::String(v.clone()));
-            }
-        }
-        if self.sequence_parallel {
-            t.insert("sequence_parallel".into(), Value::Boolean(true));
-        }
-        t
-    }
-
-    fn has_plan_flags(&self) -> bool {
-        !self.plan_table().is_empty()
-    }
-}
-
 /// Runs `astrolabe compare`.
 pub fn run(args: &CompareArgs) -> Result<Report> {
     let mut scenario = match &args.scenario {
         Some(s) => {
-            if !args.models.is_empty() || !args.systems.is_empty() || args.has_plan_flags() {
+            if !args.models.is_empty()
+                || !args.systems.is_empty()
+                || !args.plan.to_table().is_empty()
+            {
                 return Err(Error::input(
                     "compare",
                     "give either a scenario file or --model/--system/plan flags, not both \
@@ -128,7 +55,7 @@ pub fn run(args: &CompareArgs) -> Result<Report> {
             }
             compare::load(s)?
         }
-        None => Scenario::from_flags(&args.models, &args.systems, args.plan_table())?,
+        None => Scenario::from_flags(&args.models, &args.systems, args.plan.to_table())?,
     };
     if let Some(t) = &args.tokens {
         scenario.tokens = Some(crate::units::parse_count("--tokens", t)?);

@@ -6,6 +6,7 @@ pub mod catalog;
 pub mod collective;
 pub mod compare;
 pub mod estimate;
+pub mod plan_flags;
 pub mod sweep;
 
 use crate::error::Result;

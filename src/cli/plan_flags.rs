@@ -1,0 +1,222 @@
+//! The parallelism-plan flags shared by `estimate` and `compare`: one definition, applied
+//! over a [`PlanSpec`] (estimate) or written as the `[plan]` overrides of a scenario
+//! (compare). Only flags the user gave change anything.
+
+use crate::compute::Precision;
+use crate::error::{Error, Result};
+use crate::parallel::{Optimizer, Order, PlanSpec, Recompute, Schedule};
+use crate::units::parse_bytes;
+use clap::Args;
+use toml::{Table, Value};
+
+/// Plan flags.
+#[derive(Debug, Clone, Default, Args)]
+pub struct PlanFlags {
+    /// Number of devices (default: the whole system).
+    #[arg(long)]
+    pub gpus: Option<u32>,
+    /// Data-parallel degree (default: gpus / (tp·pp)).
+    #[arg(long)]
+    pub dp: Option<u32>,
+    /// Tensor-parallel degree.
+    #[arg(long)]
+    pub tp: Option<u32>,
+    /// Pipeline-parallel degree.
+    #[arg(long)]
+    pub pp: Option<u32>,
+    /// Expert-parallel degree (MoE, within DP).
+    #[arg(long)]
+    pub ep: Option<u32>,
+    /// Sequence parallelism on the TP group.
+    #[arg(long)]
+    pub sequence_parallel: bool,
+    /// Micro-batch size (sequences).
+    #[arg(long)]
+    pub micro_batch: Option<u32>,
+    /// Global batch size (sequences).
+    #[arg(long)]
+    pub global_batch: Option<u32>,
+    /// Pipeline schedule: gpipe, 1f1b, interleaved.
+    #[arg(long)]
+    pub schedule: Option<String>,
+    /// Model chunks per stage for the interleaved schedule (implies --schedule interleaved).
+    #[arg(long, value_name = "V")]
+    pub virtual_stages: Option<u32>,
+    /// Activation recomputation: none, selective, full.
+    #[arg(long)]
+    pub recompute: Option<String>,
+    /// ZeRO stage 0–3 (3 = FSDP).
+    #[arg(long)]
+    pub zero: Option<u8>,
+    /// Same as --zero 3.
+    #[arg(long)]
+    pub fsdp: bool,
+    /// Do not overlap the DP gradient reduction with backward.
+    #[arg(long)]
+    pub no_dp_overlap: bool,
+    /// DP bucket size, e.g. 25MB.
+    #[arg(long)]
+    pub dp_bucket: Option<String>,
+    /// Overlap TP communication with GEMMs.
+    #[arg(long)]
+    pub tp_overlap: bool,
+    /// Matrix precision: bf16, fp16, fp8, tf32, fp32.
+    #[arg(long)]
+    pub precision: Option<String>,
+    /// Optimizer layout: adam (16 B/param) or adam-fp32-grads (18 B/param, Megatron-LM).
+    #[arg(long)]
+    pub optimizer: Option<String>,
+    /// Fused (flash) attention.
+    #[arg(long)]
+    pub flash_attention: bool,
+    /// Group order on the network: tp-dp-pp or tp-pp-dp.
+    #[arg(long)]
+    pub order: Option<String>,
+}
+
+fn parse_enum<T: serde::de::DeserializeOwned>(flag: &str, v: &str, valid: &[&str]) -> Result<T> {
+    let norm = v.trim().to_ascii_lowercase().replace('_', "-");
+    Value::String(norm)
+        .try_into()
+        .map_err(|_| Error::unknown("value", v, valid).context(flag))
+}
+
+impl PlanFlags {
+    /// Applies the flags given over `p`.
+    pub fn apply(&self, mut p: PlanSpec) -> Result<PlanSpec> {
+        macro_rules! set {
+            ($($f:ident),*) => { $(if let Some(v) = self.$f { p.$f = v; })* };
+        }
+        set!(tp, pp, ep, micro_batch);
+        p.gpus = self.gpus.or(p.gpus);
+        p.dp = self.dp.or(p.dp);
+        p.global_batch = self.global_batch.or(p.global_batch);
+        p.sequence_parallel |= self.sequence_parallel;
+        p.tp_overlap |= self.tp_overlap;
+        p.flash_attention |= self.flash_attention;
+        p.dp_overlap &= !self.no_dp_overlap;
+        if let Some(s) = &self.schedule {
+            p.schedule = parse_enum("--schedule", s, &["gpipe", "1f1b", "interleaved"])?;
+        }
+        if let Some(v) = self.virtual_stages {
+            p.virtual_stages = v;
+            if v > 1 {
+                p.schedule = Schedule::Interleaved;
+            }
+        }
+        if let Some(s) = &self.recompute {
+            p.recompute =
+                parse_enum::<Recompute>("--recompute", s, &["none", "selective", "full"])?;
+        }
+        p.zero = if self.fsdp {
+            3
+        } else {
+            self.zero.unwrap_or(p.zero)
+        };
+        if let Some(b) = &self.dp_bucket {
+            p.dp_bucket = parse_bytes("--dp-bucket", b)?;
+        }
+        if let Some(s) = &self.precision {
+            p.precision = Precision::parse(s).map_err(|e| e.context("--precision"))?;
+        }
+        if let Some(s) = &self.optimizer {
+            p.optimizer = parse_enum::<Optimizer>("--optimizer", s, &["adam", "adam-fp32-grads"])?;
+        }
+        if let Some(s) = &self.order {
+            p.order = parse_enum::<Order>("--order", s, &["tp-dp-pp", "tp-pp-dp"])?;
+        }
+        Ok(p)
+    }
+
+    /// The flags given, as `[plan]` overrides (TOML keys of [`PlanSpec`]) for a scenario.
+    pub fn to_table(&self) -> Table {
+        let mut t = Table::new();
+        let ints = [
+            ("gpus", self.gpus),
+            ("dp", self.dp),
+            ("tp", self.tp),
+            ("pp", self.pp),
+            ("ep", self.ep),
+            ("micro_batch", self.micro_batch),
+            ("global_batch", self.global_batch),
+            ("virtual_stages", self.virtual_stages),
+            (
+                "zero",
+                if self.fsdp {
+                    Some(3)
+                } else {
+                    self.zero.map(u32::from)
+                },
+            ),
+        ];
+        for (k, v) in ints {
+            if let Some(v) = v {
+                t.insert(k.into(), Value::Integer(i64::from(v)));
+            }
+        }
+        let schedule = match self.virtual_stages {
+            Some(v) if v > 1 => Some("interleaved".to_string()),
+            _ => self.schedule.clone(),
+        };
+        for (k, v) in [
+            ("schedule", &schedule),
+            ("recompute", &self.recompute),
+            ("precision", &self.precision),
+            ("dp_bucket", &self.dp_bucket),
+            ("optimizer", &self.optimizer),
+            ("order", &self.order),
+        ] {
+            if let Some(v) = v {
+                t.insert(k.into(), Value::String(v.clone()));
+            }
+        }
+        for (k, on, value) in [
+            ("sequence_parallel", self.sequence_parallel, true),
+            ("tp_overlap", self.tp_overlap, true),
+            ("flash_attention", self.flash_attention, true),
+            ("dp_overlap", self.no_dp_overlap, false),
+        ] {
+            if on {
+                t.insert(k.into(), Value::Boolean(value));
+            }
+        }
+        t
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flags_apply_and_tabulate_alike() {
+        let f = PlanFlags {
+            tp: Some(8),
+            virtual_stages: Some(2),
+            fsdp: true,
+            no_dp_overlap: true,
+            recompute: Some("selective".into()),
+            ..PlanFlags::default()
+        };
+        let p = f.apply(PlanSpec::default()).unwrap();
+        assert_eq!((p.tp, p.virtual_stages, p.zero), (8, 2, 3));
+        assert_eq!(p.schedule, Schedule::Interleaved);
+        assert!(!p.dp_overlap);
+        // The table, read back as a plan, gives the same spec.
+        let back: PlanSpec = Value::Table(f.to_table()).try_into().unwrap();
+        assert_eq!(back, p);
+    }
+
+    #[test]
+    fn bad_value_names_the_flag() {
+        let f = PlanFlags {
+            recompute: Some("ful".into()),
+            ..PlanFlags::default()
+        };
+        let e = f.apply(PlanSpec::default()).unwrap_err().to_string();
+        assert!(
+            e.contains("--recompute") && e.contains("did you mean 'full'"),
+            "{e}"
+        );
+    }
+}
