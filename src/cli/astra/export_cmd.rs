@@ -1,0 +1,100 @@
+//! `astrolabe export astra`: a collective microbenchmark, or one training iteration of a
+//! scenario, as ASTRA-sim input files.
+
+use super::{ExportArgs, ExportTarget, parse_op, parse_size};
+use crate::astra::model::{self, Knobs};
+use crate::astra::network_yaml::AstraNetwork;
+use crate::astra::system_json::AstraSystem;
+use crate::astra::{critical, export, iteration, trace};
+use crate::error::{Error, Result};
+use crate::network::Topology;
+use crate::report::{Cell, Report, Table};
+use std::path::Path;
+
+/// `export astra --scenario`: one training iteration, with our two estimates beside it.
+fn export_scenario(path: &Path, out: &Path) -> Result<Report> {
+    let sc = crate::estimate::scenario::Scenario::load(path)?;
+    let generator = iteration::Generator::new(&sc.model, &sc.plan)?;
+    let net = export::network_from_topology(&sc.system.topology);
+    let sys = export::iteration_system(net.dims.len(), &sc.system.device, sc.plan.precision)?;
+    let written = export::write_iteration(out, &net, &sys, &generator)?;
+    // Read the written files back: the estimate below is of exactly what was exported.
+    let groups: std::collections::HashMap<String, Vec<u32>> = generator
+        .groups()
+        .into_iter()
+        .map(|(id, m)| (id.to_string(), m))
+        .collect();
+    let knobs = Knobs::default();
+    let ctx = trace::Ctx {
+        net: &net,
+        sys: &sys,
+        knobs: &knobs,
+        groups: Some(&groups),
+    };
+    let w = trace::load(&written.prefix, &ctx)?;
+    let est = critical::critical_path(&w)?;
+    let ours = crate::estimate::evaluate(&sc.model, &sc.system, &sc.plan)?;
+    let mut t = Table::new("files", &[("file", "file")]);
+    for f in &written.files {
+        t.push(vec![Cell::text(f.display().to_string())])?;
+    }
+    let mut report = Report::default();
+    report.tables.push(t);
+    let nodes: usize = w.npus.iter().map(|p| p.tasks.len()).sum();
+    report.notes.push(format!(
+        "run: AstraSim_Analytical_Congestion_Unaware --workload-configuration={} --system-configuration={} --remote-memory-configuration={} --network-configuration={} --comm-group-configuration={}",
+        written.prefix.display(),
+        out.join("system.json").display(),
+        out.join("remote_memory.json").display(),
+        out.join("network.yml").display(),
+        out.join("comm_groups.json").display()
+    ));
+    let total = ours.time.total.get();
+    report.notes.push(format!(
+        "{nodes} nodes on {} NPUs; astrolabe astra on these files: {} ns; astrolabe estimate: {:.0} ns (ratio {:.3})",
+        generator.npus(),
+        est.finish_ns,
+        total * 1e9,
+        est.finish_ns as f64 / (total * 1e9)
+    ));
+    Ok(report)
+}
+
+/// Runs `astrolabe export`.
+pub fn run_export(args: &ExportArgs) -> Result<Report> {
+    let ExportTarget::Astra(a) = &args.target;
+    if let Some(path) = &a.scenario {
+        return export_scenario(path, &a.out);
+    }
+    let net = match (&a.topology, &a.network) {
+        (Some(t), _) => export::network_from_topology(&Topology::parse(t)?),
+        (None, Some(p)) => AstraNetwork::read(p)?,
+        (None, None) => return Err(Error::input("export astra", "give --topology or --network")),
+    };
+    let sys = match &a.system {
+        Some(p) => AstraSystem::read(p)?,
+        None => export::default_system(net.dims.len(), model::Impl::parse(&a.algorithm)?),
+    };
+    let op = parse_op(&a.collective)?;
+    let size = parse_size(&a.size)?;
+    // Refuse inputs ASTRA-sim would crash on.
+    let b = model::collective(op, size, &net, &sys, &Knobs::default(), None)?;
+    let written = export::write_microbenchmark(&a.out, &net, &sys, op, size)?;
+    let mut t = Table::new("files", &[("file", "file")]);
+    for f in &written.files {
+        t.push(vec![Cell::text(f.display().to_string())])?;
+    }
+    let mut report = Report::default();
+    report.tables.push(t);
+    report.notes.push(format!(
+        "run: AstraSim_Analytical_Congestion_Unaware --workload-configuration={} --system-configuration={} --remote-memory-configuration={} --network-configuration={}",
+        written.prefix.display(),
+        a.out.join("system.json").display(),
+        a.out.join("remote_memory.json").display(),
+        a.out.join("network.yml").display()
+    ));
+    report
+        .notes
+        .push(format!("astrolabe astra predicts {} ns", b.total_ns));
+    Ok(report)
+}
