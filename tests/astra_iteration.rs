@@ -250,3 +250,56 @@ sequence_parallel = true
     assert!((0.55..=1.2).contains(&ratio), "ratio {ratio}");
     std::fs::remove_dir_all(&d).ok();
 }
+
+/// The flag form (`--model --system --tp ...`, as `astrolabe estimate`) writes the same
+/// files as the scenario it spells out, and plan flags override a scenario's plan.
+#[test]
+fn astra_export_iteration_flag_form_matches_scenario() {
+    let d = dir("flags");
+    let run = |args: &[&str], out: &str| {
+        Command::cargo_bin("astrolabe")
+            .unwrap()
+            .current_dir(&d)
+            .args(["export", "astra", "--out", out])
+            .args(args)
+            .assert()
+            .success();
+    };
+    run(&["--scenario", "run.toml"], "a");
+    let flags = [
+        "--model",
+        "tiny.toml",
+        "--system",
+        "dgx-a100",
+        "--gpus",
+        "8",
+        "--tp",
+        "2",
+        "--pp",
+        "2",
+        "--global-batch",
+        "8",
+        "--micro-batch",
+        "1",
+        "--sequence-parallel",
+    ];
+    run(&flags, "b");
+    for f in [
+        "comm_groups.json",
+        "system.json",
+        "network.yml",
+        "workload.5.et",
+    ] {
+        let a = std::fs::read(d.join("a").join(f)).unwrap();
+        assert_eq!(a, std::fs::read(d.join("b").join(f)).unwrap(), "{f}");
+    }
+    // --tp 1 --gpus 4 over the scenario: rank = d + 2p, so DP groups {0,1} (stage 0) and
+    // {2,3} (stage 1); the TP groups are single ranks (as the reference w.json has).
+    run(&["--scenario", "run.toml", "--tp", "1", "--gpus", "4"], "c");
+    let groups = std::fs::read_to_string(d.join("c/comm_groups.json")).unwrap();
+    assert_eq!(
+        groups.trim(),
+        r#"{"1": [0, 1], "2": [2, 3], "3": [0], "4": [1], "5": [2], "6": [3]}"#
+    );
+    std::fs::remove_dir_all(&d).ok();
+}

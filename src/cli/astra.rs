@@ -116,9 +116,17 @@ pub struct ExportAstraArgs {
     #[arg(long, value_name = "FILE.yml")]
     pub network: Option<PathBuf>,
     /// An ASTRA-sim system JSON to copy (default: LIFO, endpoint-delay 10, 4 splits,
-    /// localBWAware, local-mem-bw 1600, --algorithm on every dimension).
+    /// localBWAware, local-mem-bw 1600, --algorithm on every dimension). With --model:
+    /// the Astrolabe system (a preset name or TOML), as in `astrolabe estimate`.
     #[arg(long, value_name = "FILE.json")]
     pub system: Option<PathBuf>,
+    /// A model (preset name or TOML): export one training iteration from flags, as
+    /// `astrolabe estimate --model M --system S --tp ...` (needs --system).
+    #[arg(long, conflicts_with_all = ["topology", "network", "scenario"])]
+    pub model: Option<String>,
+    /// The parallelism plan (with --model or --scenario; overrides the scenario's).
+    #[command(flatten)]
+    pub plan: super::plan_flags::PlanFlags,
     /// Implementation for the default system JSON: ring, direct, halvingDoubling, ...
     #[arg(long, default_value = "ring", conflicts_with = "system")]
     pub algorithm: String,

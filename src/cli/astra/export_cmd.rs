@@ -7,13 +7,47 @@ use crate::astra::network_yaml::AstraNetwork;
 use crate::astra::system_json::AstraSystem;
 use crate::astra::{critical, export, iteration, trace};
 use crate::error::{Error, Result};
+use crate::estimate::scenario::{Scenario, ScenarioSpec};
 use crate::network::Topology;
 use crate::report::{Cell, Report, Table};
-use std::path::Path;
+use std::path::{Path, PathBuf};
+
+/// The scenario of `export astra --scenario FILE` or `--model M --system S`, with the plan
+/// flags applied over it (as `astrolabe estimate` does).
+fn scenario(a: &super::ExportAstraArgs) -> Result<Option<Scenario>> {
+    let (mut spec, base) = match (&a.scenario, &a.model) {
+        (Some(path), _) => {
+            let text = std::fs::read_to_string(path).map_err(|source| Error::Io {
+                path: path.clone(),
+                source,
+            })?;
+            let s: ScenarioSpec = crate::catalog::parse_toml(&text, path)?;
+            (s, path.parent().unwrap_or(Path::new(".")).to_path_buf())
+        }
+        (None, Some(model)) => {
+            let system = a.system.as_ref().ok_or_else(|| {
+                Error::input("--system", "required with --model (a preset name or TOML)")
+            })?;
+            let s = ScenarioSpec {
+                model: model.clone(),
+                system: system.display().to_string(),
+                tokens: None,
+                plan: Default::default(),
+            };
+            (s, PathBuf::from("."))
+        }
+        (None, None) => return Ok(None),
+    };
+    spec.plan = a.plan.apply(spec.plan)?;
+    let sc = Scenario::from_spec(&spec, &base);
+    match &a.scenario {
+        Some(p) => sc.map(Some).map_err(|e| e.context(p.display())),
+        None => sc.map(Some),
+    }
+}
 
 /// `export astra --scenario`: one training iteration, with our two estimates beside it.
-fn export_scenario(path: &Path, out: &Path) -> Result<Report> {
-    let sc = crate::estimate::scenario::Scenario::load(path)?;
+fn export_scenario(sc: &Scenario, out: &Path) -> Result<Report> {
     let generator = iteration::Generator::new(&sc.model, &sc.plan)?;
     let net = export::network_from_topology(&sc.system.topology);
     let sys = export::iteration_system(net.dims.len(), &sc.system.device, sc.plan.precision)?;
@@ -63,8 +97,8 @@ fn export_scenario(path: &Path, out: &Path) -> Result<Report> {
 /// Runs `astrolabe export`.
 pub fn run_export(args: &ExportArgs) -> Result<Report> {
     let ExportTarget::Astra(a) = &args.target;
-    if let Some(path) = &a.scenario {
-        return export_scenario(path, &a.out);
+    if let Some(sc) = scenario(a)? {
+        return export_scenario(&sc, &a.out);
     }
     let net = match (&a.topology, &a.network) {
         (Some(t), _) => export::network_from_topology(&Topology::parse(t)?),
