@@ -82,9 +82,9 @@ pub struct CollInfo {
     pub group: String,
     /// Members (ranks).
     pub members: Vec<u32>,
-    /// Duration once every member has started it and nothing else shares its queue, ns.
+    /// Duration of the whole collective (the closed-form model), ns.
     pub ns: u64,
-    /// Pieces it occupies its members' collective queue with (its chunks when it has one
+    /// Pieces it runs in, `active` at a time (its chunks when it has one
     /// phase; 1 piece of `ns` for multi-phase collectives).
     pub pieces: u64,
     /// Duration of one piece, ns.
@@ -98,7 +98,8 @@ pub struct Workload {
     pub npus: Vec<Npu>,
     /// Distinct collectives.
     pub collectives: Vec<CollInfo>,
-    /// Pieces a collective queue runs at once (active-chunks-per-dimension).
+    /// Pieces a collective runs at once (active-chunks-per-dimension, rounded up to a
+    /// multiple of the queues per dimension).
     pub active: u32,
 }
 

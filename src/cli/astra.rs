@@ -400,7 +400,7 @@ fn run_workload(
         let p = critical::critical_path(&pw)?;
         row("physical", p.finish_ns)?;
         notes.push(format!(
-            "physical / astra = {:.3}: same DAGs and queues, each collective costed by our \
+            "physical / astra = {:.3}: same DAGs and slots, each collective costed by our \
              model (a group smaller than the system as one dimension on its slowest link)",
             p.finish_ns as f64 / est.finish_ns.max(1) as f64
         ));
@@ -427,8 +427,9 @@ fn run_workload(
     report.tables.push(per);
     report.notes.extend(notes);
     report.notes.push(
-        "critical path through the per-NPU DAGs: one compute unit per NPU, collectives \
-         synchronising their group and served in issue order through one queue per NPU"
+        "critical path through the per-NPU DAGs: per NPU one compute unit and one \
+         communication slot (a collective or send in flight, as ASTRA-sim's HardwareResource), \
+         the lowest ready node id first; collectives synchronise their group"
             .into(),
     );
     Ok(report)
