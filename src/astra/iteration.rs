@@ -163,6 +163,13 @@ impl<'a> Generator<'a> {
                 "export astra: the interleaved schedule is not exported (use 1f1b or gpipe)".into(),
             ));
         }
+        if plan.order != crate::parallel::Order::TpDpPp {
+            return Err(Error::Unsupported(
+                "export astra: ranks are numbered TP-fastest, then DP, then PP; \
+                 order = \"tp-pp-dp\" is not exported"
+                    .into(),
+            ));
+        }
         if m.experts > 1 {
             return Err(Error::Unsupported(
                 "export astra: MoE layers (expert all-to-all) are not exported".into(),
