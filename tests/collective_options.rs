@@ -11,9 +11,12 @@ use astrolabe::parallel::PlanSpec;
 use astrolabe::system::System;
 use std::path::PathBuf;
 
-/// Writes `text` to a fresh file in the temporary folder and returns its path.
+/// Writes `text` to a fresh file in the temporary folder and returns its path. Every call
+/// gets its own folder: tests run in parallel and write files of the same name.
 fn file(name: &str, text: &str) -> String {
-    let dir = std::env::temp_dir().join(format!("astrolabe-collopts-{}", std::process::id()));
+    static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = std::env::temp_dir().join(format!("astrolabe-collopts-{}-{n}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("mkdir");
     let p: PathBuf = dir.join(name);
     std::fs::write(&p, text).expect("write");
