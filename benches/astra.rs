@@ -110,11 +110,7 @@ fn whole_trace(c: &mut Criterion) {
     });
     let w = trace::convert_recs(&recs, &ctx).unwrap();
     g.bench_function("critical path", |b| {
-        b.iter(|| {
-            critical::critical_path(black_box(&w))
-                .unwrap()
-                .finish_ns
-        })
+        b.iter(|| critical::critical_path(black_box(&w)).unwrap().finish_ns)
     });
     g.finish();
 
@@ -162,11 +158,7 @@ fn whole_trace(c: &mut Criterion) {
     });
     let bw = trace::convert_recs(&big, &big_ctx).unwrap();
     g.bench_function("critical path", |b| {
-        b.iter(|| {
-            critical::critical_path(black_box(&bw))
-                .unwrap()
-                .finish_ns
-        })
+        b.iter(|| critical::critical_path(black_box(&bw)).unwrap().finish_ns)
     });
     g.finish();
 }
