@@ -243,6 +243,14 @@ pub fn build(
             "bubble fraction (p−1)/(v·m) = {:.2}%",
             100.0 * e.plan.bubble_fraction()
         ));
+        if e.plan.micro_batches < e.plan.pp {
+            notes.push(format!(
+                "only {} micro-batch(es) per pipeline for {} stages: the bubble (p−1)/m dominates; raise --global-batch (each {} more sequences, dp·micro-batch, add one micro-batch)",
+                e.plan.micro_batches,
+                e.plan.pp,
+                e.plan.dp * e.plan.micro_batch
+            ));
+        }
     }
     notes.push("memory is for the first pipeline stage (the most activations in flight)".into());
     Ok(Report {
