@@ -177,7 +177,14 @@ impl Grid {
         for (si, (_, sys)) in systems.iter().enumerate() {
             let g = sys.gpus() as u32;
             let all = divisors(g);
-            let pick = |v: &Vec<u32>| if v.is_empty() { all.clone() } else { v.clone() };
+            // Models without transformer layers (DLRM, layered CNNs) run data parallel
+            // only: their default tp and pp lists are [1].
+            let dp_only = model.transformer().is_none();
+            let pick = |v: &Vec<u32>| match (v.is_empty(), dp_only) {
+                (false, _) => v.clone(),
+                (true, true) => vec![1],
+                (true, false) => all.clone(),
+            };
             let eps = if !axes.ep.is_empty() {
                 axes.ep.clone()
             } else if model.transformer().is_some_and(|t| t.experts > 1) {
