@@ -379,3 +379,19 @@ fn redundant_schedules_and_recompute_are_evaluated_once() {
     assert!(!kept.is_empty());
     assert!(kept.iter().all(|(p, _)| p.recompute == Recompute::None));
 }
+
+/// A data-parallel-only model (ResNet-50, layered) gets tp = pp = 1 by default, and every
+/// structural plan of its grid is valid.
+#[test]
+fn dp_only_models_search_data_parallel_plans() {
+    let model = catalog::model("resnet50").unwrap();
+    let system = catalog::system("dgx-a100").unwrap();
+    let grid = Grid::build(&model, &system, 8192, Axes::default_for(256)).unwrap();
+    assert!(!grid.structural.is_empty());
+    assert!(
+        grid.structural
+            .iter()
+            .all(|s| s.plan.tp == 1 && s.plan.pp == 1)
+    );
+    assert!(grid.invalid.is_empty() || grid.invalid.iter().all(|d| !d.reason.contains("tp")));
+}
