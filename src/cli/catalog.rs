@@ -121,9 +121,17 @@ pub fn run_list(args: &ListArgs) -> Result<Report> {
             ])?;
         }
     }
+    let mut notes = vec!["`astrolabe show KIND NAME` prints one as TOML to copy and edit".into()];
+    if args.kind.is_none_or(|k| k == ShowKind::Model) {
+        let aliases: Vec<String> = crate::catalog::MODEL_ALIASES
+            .iter()
+            .map(|(a, n)| format!("{a} = {n}"))
+            .collect();
+        notes.push(format!("model aliases: {}", aliases.join(", ")));
+    }
     Ok(Report {
         tables: vec![t],
-        notes: vec!["`astrolabe show KIND NAME` prints one as TOML to copy and edit".into()],
+        notes,
         explain: Vec::new(),
     })
 }
