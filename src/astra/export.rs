@@ -133,6 +133,23 @@ pub fn write_microbenchmark(
             "too large for Chakra's int64 comm_size",
         ));
     }
+    let mut files = write_configs(dir, net, sys)?;
+    let n = net.npus();
+    let base = op.name().replace('-', "_");
+    let name = format!("{base}_{n}npus_{comm_size}B");
+    let prefix = dir.join(&base);
+    let trace = microbenchmark_trace(op, comm_size, &name);
+    for r in 0..n as usize {
+        let p = chakra::rank_path(&prefix, r);
+        chakra::write_file(&p, &trace)?;
+        files.push(p);
+    }
+    Ok(Written { files, prefix })
+}
+
+/// Creates `dir` and writes the three configuration files every export has:
+/// network.yml, system.json and remote_memory.json. Returns their paths.
+fn write_configs(dir: &Path, net: &AstraNetwork, sys: &AstraSystem) -> Result<Vec<PathBuf>> {
     std::fs::create_dir_all(dir).map_err(|source| Error::Io {
         path: dir.to_path_buf(),
         source,
@@ -145,17 +162,7 @@ pub fn write_microbenchmark(
         REMOTE_MEMORY_JSON,
         &mut files,
     )?;
-    let n = net.npus();
-    let base = op.name().replace('-', "_");
-    let name = format!("{base}_{n}npus_{comm_size}B");
-    let prefix = dir.join(&base);
-    let trace = microbenchmark_trace(op, comm_size, &name);
-    for r in 0..n as usize {
-        let p = chakra::rank_path(&prefix, r);
-        chakra::write_file(&p, &trace)?;
-        files.push(p);
-    }
-    Ok(Written { files, prefix })
+    Ok(files)
 }
 
 /// The system JSON for a training iteration on `device` in `precision`: the microbenchmark
@@ -195,18 +202,7 @@ pub fn write_iteration(
             ),
         ));
     }
-    std::fs::create_dir_all(dir).map_err(|source| Error::Io {
-        path: dir.to_path_buf(),
-        source,
-    })?;
-    let mut files = Vec::new();
-    write(dir.join("network.yml"), &net.to_yaml(), &mut files)?;
-    write(dir.join("system.json"), &sys.to_json(), &mut files)?;
-    write(
-        dir.join("remote_memory.json"),
-        REMOTE_MEMORY_JSON,
-        &mut files,
-    )?;
+    let mut files = write_configs(dir, net, sys)?;
     let groups = super::iteration::groups_json(&generator.groups());
     write(dir.join("comm_groups.json"), &groups, &mut files)?;
     let prefix = dir.join("workload");
