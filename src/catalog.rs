@@ -83,6 +83,7 @@ pub const MODELS: &[Entry] = embed!("models":
     "megatron-2021-39b",
     "megatron-2021-76b",
     "megatron-2021-145b",
+    "megatron-2021-162b",
     "megatron-2021-310b",
     "megatron-2021-530b",
     "megatron-2021-1t",

@@ -101,6 +101,16 @@ pub struct EfficiencySpec {
     /// Fixed cost of one kernel launch and tail.
     #[serde(with = "serde_units::seconds", default = "default_launch")]
     pub kernel_overhead: Seconds,
+    /// Interference κ: compute that runs while a collective is in flight is stretched by
+    /// `1 + κ` (collective kernels occupy SMs and HBM bandwidth). Default 0.189: the mean
+    /// GEMM slowdown under overlapped NCCL collectives measured by Lee et al. 2025
+    /// (arXiv 2507.03114) on A100, H100, MI250 and MI210 (maximum 0.40).
+    #[serde(default = "default_overlap_slowdown")]
+    pub overlap_slowdown: f64,
+}
+
+fn default_overlap_slowdown() -> f64 {
+    0.189
 }
 
 fn default_tile() -> [u32; 2] {
@@ -167,6 +177,12 @@ impl Device {
                     format!("must be in (0, 1], got {v}"),
                 ));
             }
+        }
+        if !(0.0..=1.0).contains(&e.overlap_slowdown) {
+            return Err(Error::input(
+                format!("{what}: efficiency.overlap_slowdown"),
+                format!("must be in [0, 1], got {}", e.overlap_slowdown),
+            ));
         }
         if spec.compute_units == 0 || e.gemm_tile.contains(&0) {
             return Err(Error::input(

@@ -29,6 +29,7 @@ pub mod report;
 pub mod scenario;
 mod simple;
 mod transformer;
+pub mod windows;
 
 use crate::collective::{self, Collective, MAX_DIMS};
 use crate::error::Result;
@@ -88,9 +89,12 @@ pub struct Times {
     pub optimizer: Seconds,
     /// Pipeline bubble (idle).
     pub bubble: Seconds,
+    /// Interference: compute slowed while collectives overlap it (`windows` module).
+    pub interference: Seconds,
     /// Communication per [`CommClass`].
     pub comm: [Comm; 5],
-    /// Iteration time: the sum of compute, exposed communication, bubble and optimizer.
+    /// Iteration time: the sum of compute, interference, exposed communication, bubble and
+    /// optimizer.
     pub total: Seconds,
 }
 
@@ -245,6 +249,41 @@ pub(crate) fn coll(
     if span.size <= 1 || bytes <= 0.0 {
         return Ok(Seconds::ZERO);
     }
+    let (dims, opts) = coll_options(op, span, opts);
+    collective::total(op, Bytes::new(bytes), dims, &opts)
+}
+
+/// As [`coll`], and, when `want` (the collective shares a dimension with another in the
+/// same window), its busy time on each topology dimension (its transfer time there), for
+/// bandwidth sharing (`windows::shared`); otherwise the busy vector is zero and the fast
+/// path computes the time.
+pub(crate) fn coll_busy(
+    op: Collective,
+    bytes: f64,
+    span: &Span,
+    opts: &collective::Options,
+    want: bool,
+) -> Result<(Seconds, windows::Busy)> {
+    let mut busy = [0.0; MAX_DIMS];
+    if span.size <= 1 || bytes <= 0.0 {
+        return Ok((Seconds::ZERO, busy));
+    }
+    if !want {
+        return Ok((coll(op, bytes, span, opts)?, busy));
+    }
+    let (dims, opts) = coll_options(op, span, opts);
+    let t = collective::time(op, Bytes::new(bytes), dims, &opts)?;
+    for ph in t.phases() {
+        busy[span.index[ph.dim] as usize] += ph.transfer.get();
+    }
+    Ok((t.total, busy))
+}
+
+fn coll_options<'a>(
+    op: Collective,
+    span: &'a Span,
+    opts: &collective::Options,
+) -> (&'a [crate::network::Dim], collective::Options) {
     let dims = span.slice();
     let algorithm = if opts.algorithm != collective::Algorithm::Auto
         && dims
@@ -260,8 +299,7 @@ pub(crate) fn coll(
             _ => collective::Algorithm::Auto,
         }
     };
-    let opts = collective::Options { algorithm, ..*opts };
-    collective::total(op, Bytes::new(bytes), dims, &opts)
+    (dims, collective::Options { algorithm, ..*opts })
 }
 
 /// Splits a communication time into (exposed, hidden) given the compute it may overlap.
@@ -282,7 +320,8 @@ pub(crate) fn finish(
     tokens: f64,
 ) -> (Times, Metrics) {
     let exposed: Seconds = t.comm.iter().map(|c| c.exposed).sum();
-    t.total = t.forward + t.backward + t.recompute + t.optimizer + t.bubble + exposed;
+    t.total =
+        t.forward + t.backward + t.recompute + t.optimizer + t.bubble + t.interference + exposed;
     let secs = t.total.get();
     let denom = secs * peak * plan.gpus as f64;
     let m = Metrics {

@@ -11,7 +11,7 @@ pub use placement::{Placement, Span};
 use crate::compute::Precision;
 use crate::error::{Error, Result};
 use crate::model::{Model, ModelKind};
-use crate::units::{Bytes, serde_units};
+use crate::units::Bytes;
 use serde::{Deserialize, Serialize};
 
 /// Pipeline schedule.
@@ -105,9 +105,10 @@ pub struct PlanSpec {
     pub zero: u8,
     /// Overlap the DP gradient reduction with backward, in buckets.
     pub dp_overlap: bool,
-    /// DP bucket size.
-    #[serde(with = "serde_units::bytes")]
-    pub dp_bucket: Bytes,
+    /// DP bucket size (gradient bytes per bucket); unset = the framework's default
+    /// ([`Plan::dp_bucket_bytes`]).
+    #[serde(with = "opt_bytes", skip_serializing_if = "Option::is_none")]
+    pub dp_bucket: Option<Bytes>,
     /// Overlap TP communication with compute.
     pub tp_overlap: bool,
     /// Matrix precision.
@@ -136,7 +137,7 @@ impl Default for PlanSpec {
             recompute: Recompute::None,
             zero: 0,
             dp_overlap: true,
-            dp_bucket: Bytes::new(25e6),
+            dp_bucket: None,
             tp_overlap: false,
             precision: Precision::Bf16,
             optimizer: Optimizer::Adam,
@@ -177,8 +178,8 @@ pub struct Plan {
     pub zero: u8,
     /// DP overlap.
     pub dp_overlap: bool,
-    /// DP bucket.
-    pub dp_bucket: Bytes,
+    /// DP bucket as given (None: the framework's default, [`Plan::dp_bucket_bytes`]).
+    pub dp_bucket: Option<Bytes>,
     /// TP overlap.
     pub tp_overlap: bool,
     /// Precision.
@@ -196,6 +197,31 @@ pub(crate) fn bad(key: &str, msg: String) -> Error {
 }
 
 impl Plan {
+    /// Gradient bytes per DP bucket: the one given, or the default of the framework the
+    /// plan stands for. Each bucket is one collective and pays its latency, so buckets
+    /// trade latency against overlap:
+    /// - ZeRO-0/1/2 (Megatron-LM DDP and distributed optimizer): `max(4·10⁷, 10⁶·dp)`
+    ///   parameters per bucket, "larger DP sizes need larger buckets to ensure collectives
+    ///   do not become latency-bound" (Megatron-core `DistributedDataParallelConfig`);
+    /// - ZeRO-3 (DeepSpeed): `stage3_prefetch_bucket_size` = 5·10⁷ parameters (DeepSpeed
+    ///   `zero/config.py` default); each layer's gathers and reduce-scatters run in
+    ///   buckets of that many parameters. PyTorch FSDP's per-block wrapping is a bucket of
+    ///   one layer (`--dp-bucket`).
+    ///
+    /// Without DP overlap Megatron-LM does not bucket (one collective).
+    pub fn dp_bucket_bytes(&self) -> Bytes {
+        if let Some(b) = self.dp_bucket {
+            return b;
+        }
+        let g = self.optimizer.bytes_per_param().1;
+        let params = if self.zero == 3 {
+            5e7
+        } else {
+            (1e6 * self.dp as f64).max(4e7)
+        };
+        Bytes::new(params * g)
+    }
+
     /// Validates `spec` for `model` on `system_gpus` devices (used when `gpus` is unset).
     pub fn new(spec: &PlanSpec, model: &Model, system_gpus: u32) -> Result<Plan> {
         let s = spec;
@@ -350,5 +376,24 @@ impl Plan {
     /// `(p − 1) / (v · m)`; GPipe and 1F1B have v = 1 (Narayanan et al. SC'21 §2.2).
     pub fn bubble_fraction(&self) -> f64 {
         (self.pp - 1) as f64 / (self.v as f64 * self.micro_batches as f64)
+    }
+}
+
+/// `Option<Bytes>` as an optional unit string ("25MB").
+mod opt_bytes {
+    use crate::units::{Bytes, serde_units};
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Bytes>, D::Error> {
+        #[derive(Deserialize)]
+        struct W(#[serde(with = "serde_units::bytes")] Bytes);
+        Ok(Some(W::deserialize(d)?.0))
+    }
+
+    pub fn serialize<S: Serializer>(v: &Option<Bytes>, s: S) -> Result<S::Ok, S::Error> {
+        match v {
+            Some(b) => serde_units::bytes::serialize(b, s),
+            None => s.serialize_none(),
+        }
     }
 }

@@ -34,6 +34,22 @@ pub struct SystemSpec {
     /// `[collective]`: how the estimate runs collectives (omitted when default).
     #[serde(default, skip_serializing_if = "CollectiveSpec::is_default")]
     pub collective: CollectiveSpec,
+    /// How many innermost network dimensions form one load/store (NVLink) domain. Chunked
+    /// TP comm–GEMM overlap (Transformer Engine userbuffers, Megatron `--tp-comm-overlap`)
+    /// needs the whole TP group inside it: userbuffers rely on CUDA IPC / multicast handles
+    /// that exist only within an NVLink domain (TransformerEngine issue #1071). Default 1
+    /// (a GPU node or NVL72 rack); a TPU torus, where XLA's collective matmul runs over
+    /// ICI, sets all its dimensions.
+    #[serde(default = "one_dim", skip_serializing_if = "is_one_dim")]
+    pub scale_up_dims: u32,
+}
+
+fn one_dim() -> u32 {
+    1
+}
+
+fn is_one_dim(n: &u32) -> bool {
+    *n == 1
 }
 
 /// `[collective]` table of a system. Values are checked while the TOML is read, so a bad

@@ -114,7 +114,7 @@ impl PlanFlags {
             self.zero.unwrap_or(p.zero)
         };
         if let Some(b) = &self.dp_bucket {
-            p.dp_bucket = parse_bytes("--dp-bucket", b)?;
+            p.dp_bucket = Some(parse_bytes("--dp-bucket", b)?);
         }
         if let Some(s) = &self.precision {
             p.precision = Precision::parse(s).map_err(|e| e.context("--precision"))?;

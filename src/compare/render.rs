@@ -101,6 +101,11 @@ fn rows(priced: bool, tokens: Option<f64>) -> Vec<(String, Getter, bool)> {
             true,
         ),
         (
+            "  interference [s]",
+            |c| V::S(c.estimate.time.interference.get()),
+            true,
+        ),
+        (
             "  TP comm, exposed [s]",
             |c| V::S(comm(c, CommClass::Tp)),
             true,
@@ -311,16 +316,17 @@ pub fn report(cmp: &Comparison) -> Result<Report> {
     })
 }
 
-/// Stacked bars of each column's iteration time: compute, optimizer, bubble and each
+/// Stacked bars of each column's iteration time: compute, optimizer, bubble, interference and each
 /// class of exposed communication (their sum is the iteration time).
 pub fn breakdown_svg(cmp: &Comparison) -> Result<String> {
     type Part = (&'static str, fn(&Column) -> f64);
-    let parts: [Part; 10] = [
+    let parts: [Part; 11] = [
         ("forward", |c| c.estimate.time.forward.get()),
         ("backward", |c| c.estimate.time.backward.get()),
         ("recompute", |c| c.estimate.time.recompute.get()),
         ("optimizer", |c| c.estimate.time.optimizer.get()),
         ("pipeline bubble", |c| c.estimate.time.bubble.get()),
+        ("interference", |c| c.estimate.time.interference.get()),
         ("TP comm", |c| comm(c, CommClass::Tp)),
         ("SP comm", |c| comm(c, CommClass::Sp)),
         ("EP comm", |c| comm(c, CommClass::Ep)),

@@ -135,6 +135,7 @@ pub fn time_table(e: &Estimate) -> Result<Table> {
         ("recompute", tm.recompute),
         ("optimizer", tm.optimizer),
         ("pipeline bubble", tm.bubble),
+        ("interference (compute slowed by overlap)", tm.interference),
     ] {
         t.push(vec![
             Cell::text(k),

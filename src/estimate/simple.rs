@@ -20,6 +20,12 @@ fn groups(place: &Placement) -> [GroupDims; 4] {
     ]
 }
 
+/// The DP bucket of these data-parallel models: the one given, or PyTorch DDP's
+/// `bucket_cap_mb` default of 25 MB (torch.nn.parallel.DistributedDataParallel).
+fn dp_bucket(plan: &Plan) -> Bytes {
+    plan.dp_bucket.unwrap_or(Bytes::new(25e6))
+}
+
 /// Gradient all-reduce of `bytes`, bucketed and hidden behind `window` when enabled.
 fn grad_sync(
     sys: &System,
@@ -29,7 +35,7 @@ fn grad_sync(
     window: Seconds,
 ) -> Result<Comm> {
     let t = coll(C::AllReduce, bytes, &place.dp, &sys.dp_collective)?;
-    let last = t * (plan.dp_bucket.get() / bytes.max(1.0)).min(1.0);
+    let last = t * (dp_bucket(plan).get() / bytes.max(1.0)).min(1.0);
     let (mut exposed, hidden) = overlap(t - last, window, plan.dp_overlap);
     exposed += last;
     Ok(Comm {
@@ -138,7 +144,7 @@ pub(super) fn layered<T: Trace>(
     let memory = Memory::new(
         s,
         l.activation * b,
-        2.0 * plan.dp_bucket.get(),
+        2.0 * dp_bucket(plan).get(),
         dev.memory(),
     );
     Ok(Estimate {

@@ -19,8 +19,9 @@
 
 mod comm;
 mod layer;
+mod tp;
 
-use super::{Comm, CommClass, Estimate, GroupDims, Times, Trace, finish, overlap};
+use super::{Comm, CommClass, Estimate, GroupDims, Times, Trace, finish};
 use crate::compute::Device;
 use crate::error::Result;
 use crate::memory::{self, Memory};
@@ -28,7 +29,7 @@ use crate::model::Transformer;
 use crate::parallel::{Placement, Plan, Recompute};
 use crate::system::System;
 use crate::units::{Bytes, FlopRate, Seconds};
-use comm::{dp_comm, embedding_sync, pp_comm};
+use comm::{Neighbours, dp_comm, embedding_sync, pp_hop, pp_windows, zero3};
 use layer::{ends, layer};
 
 /// Time of one pass of one layer (or one embedding/head block) for one micro-batch.
@@ -38,10 +39,12 @@ struct Pass {
     gemm: Seconds,
     /// Memory-bound kernel time.
     mem: Seconds,
-    /// TP (or SP) communication not yet overlapped.
+    /// TP (or SP) communication on the critical path (exposed by its window).
     tp: Seconds,
-    /// TP (or SP) communication already hidden under compute.
+    /// TP (or SP) communication hidden under compute.
     tp_hidden: Seconds,
+    /// Interference: compute slowed by the TP communication it overlaps.
+    slow: Seconds,
     /// Bytes of that communication.
     tp_bytes: f64,
     /// EP all-to-all.
@@ -55,13 +58,8 @@ impl Pass {
         self.gemm + self.mem
     }
     /// Compute time not already hiding TP communication: the window left for DP.
-    fn free(&self, tp_overlap: bool) -> Seconds {
-        let tp = if tp_overlap {
-            self.tp.min(self.gemm)
-        } else {
-            Seconds::ZERO
-        };
-        (self.compute() - self.tp_hidden - tp).max(Seconds::ZERO)
+    fn free(&self) -> Seconds {
+        (self.compute() - self.tp_hidden).max(Seconds::ZERO)
     }
     fn add(self, o: Pass, k: f64) -> Pass {
         Pass {
@@ -69,6 +67,7 @@ impl Pass {
             mem: self.mem + o.mem * k,
             tp: self.tp + o.tp * k,
             tp_hidden: self.tp_hidden + o.tp_hidden * k,
+            slow: self.slow + o.slow * k,
             tp_bytes: self.tp_bytes + o.tp_bytes * k,
             ep: self.ep + o.ep * k,
             ep_bytes: self.ep_bytes + o.ep_bytes * k,
@@ -115,6 +114,14 @@ struct Ctx<'a> {
     r: f64,
     /// The part of the residual stream each TP rank touches in replicated ops.
     rep: f64,
+    /// Interference κ of the device (`windows` module).
+    kappa: f64,
+    /// Innermost dimensions forming the NVLink domain (chunked TP overlap inside it).
+    scale_up_dims: u32,
+    /// Parameters of one transformer layer on this device (experts divided by EP, all / t).
+    layer_params: f64,
+    /// TP and DP groups span a common network dimension (their traffic shares it).
+    tp_dp_share: bool,
 }
 
 impl Ctx<'_> {
@@ -136,23 +143,39 @@ impl Ctx<'_> {
     }
 }
 
-/// Per-micro-batch time of a stage: compute + exposed TP/SP/EP (TP hidden behind GEMMs
-/// when TP overlap is on) + PP; returns (time, exposed tp, hidden tp, ep).
-fn stage_time(b: &Block, pp: Seconds, tp_overlap: bool) -> (Seconds, Seconds, Seconds, Seconds) {
-    let mut exp = Seconds::ZERO;
-    let mut hid = Seconds::ZERO;
-    for p in [&b.fwd, &b.bwd, &b.rec] {
-        let (e, h) = overlap(p.tp, p.gemm, tp_overlap);
-        exp += e;
-        hid += h + p.tp_hidden;
-    }
-    let ep = b.fwd.ep + b.bwd.ep + b.rec.ep;
-    (
-        b.fwd.compute() + b.bwd.compute() + b.rec.compute() + exp + ep + pp,
-        exp,
-        hid,
+/// A stage's time per micro-batch and its parts.
+#[derive(Clone, Copy, Debug, Default)]
+struct StageTime {
+    /// Compute + exposed TP/SP + EP + interference.
+    total: Seconds,
+    /// Exposed TP/SP.
+    tp: Seconds,
+    /// Hidden TP/SP.
+    tp_hidden: Seconds,
+    /// EP all-to-all (exposed).
+    ep: Seconds,
+    /// Interference from overlapped TP.
+    slow: Seconds,
+}
+
+/// Per-micro-batch time of a stage: compute + the TP/SP its windows leave exposed + EP +
+/// interference (pipeline transfers are windows of their own, `comm::pp_windows`).
+fn stage_time(b: &Block) -> StageTime {
+    let ps = [&b.fwd, &b.bwd, &b.rec];
+    let sum = |f: fn(&Pass) -> Seconds| ps.iter().map(|p| f(p)).sum::<Seconds>();
+    let (tp, tp_hidden, ep, slow) = (
+        sum(|p| p.tp),
+        sum(|p| p.tp_hidden),
+        sum(|p| p.ep),
+        sum(|p| p.slow),
+    );
+    StageTime {
+        total: sum(|p| p.compute()) + tp + ep + slow,
+        tp,
+        tp_hidden,
         ep,
-    )
+        slow,
+    }
 }
 
 /// Evaluates a transformer plan.
@@ -186,18 +209,22 @@ pub(super) fn evaluate<T: Trace>(
         tokens: b * m.s,
         r,
         rep,
+        kappa: dev.spec.efficiency.overlap_slowdown,
+        scale_up_dims: sys.spec.scale_up_dims,
+        layer_params: layer_params(m, plan),
+        tp_dp_share: share_dims(&place.tp, &place.dp),
     };
     explain_header(&c, tr);
-    let lay = layer(&c, tr)?;
+    let (lay, tp_busy) = layer(&c, tr)?;
     let (first, last) = ends(&c, tr)?;
-    let (pp1, pp_bytes) = pp_comm(&c)?;
-    let (worst, st, bubble) = pipeline(&c, &lay, &first, &last, pp1, tr);
+    let (worst, st, bubble) = pipeline(&c, &lay, &first, &last, tr);
     let mb = plan.micro_batches as f64;
     let mut times = Times {
         forward: worst.fwd.compute() * mb,
         backward: worst.bwd.compute() * mb,
         recompute: worst.rec.compute() * mb,
         bubble,
+        interference: st.slow * mb,
         ..Times::default()
     };
     let tp_bytes = (worst.fwd.tp_bytes + worst.bwd.tp_bytes + worst.rec.tp_bytes) * mb;
@@ -208,25 +235,30 @@ pub(super) fn evaluate<T: Trace>(
     };
     let tp_bytes = if place.tp.size > 1 { tp_bytes } else { 0.0 };
     times.comm[class as usize] = Comm {
-        exposed: st.1 * mb,
-        hidden: st.2 * mb,
+        exposed: st.tp * mb,
+        hidden: st.tp_hidden * mb,
         bytes: Bytes::new(tp_bytes),
     };
     let ep_bytes = (worst.fwd.ep_bytes + worst.bwd.ep_bytes + worst.rec.ep_bytes) * mb;
     times.comm[CommClass::Ep as usize] = Comm {
-        exposed: st.3 * mb,
+        exposed: st.ep * mb,
         hidden: Seconds::ZERO,
         bytes: Bytes::new(ep_bytes),
     };
+    pipeline_comm(&c, st.total, &mut times, tr)?;
     let params = stage_params(m, plan);
-    let (emb_sync, emb_bytes) = embedding_sync(&c)?;
-    let pp_bytes = Bytes::new(pp_bytes * mb + emb_bytes);
-    times.comm[CommClass::Pp as usize] = Comm {
-        exposed: pp1 * mb + emb_sync,
-        hidden: Seconds::ZERO,
-        bytes: pp_bytes,
+    let nb = Neighbours {
+        tp_fwd: tp_busy.0,
+        tp_bwd: tp_busy.1,
+        layers: (m.layers / plan.pp) as f64,
     };
-    times.comm[CommClass::Dp as usize] = dp_comm(&c, params, &worst, tr)?;
+    let (dp, slow) = if plan.zero == 3 {
+        zero3(&c, params, &lay, &nb, tr)?
+    } else {
+        dp_comm(&c, params, &worst, &nb, tr)?
+    };
+    times.comm[CommClass::Dp as usize] = dp;
+    times.interference += slow;
     times.optimizer = optimizer_time(&c, params);
     tr.line(|| {
         format!(
@@ -236,7 +268,7 @@ pub(super) fn evaluate<T: Trace>(
     });
     let (times, metrics) = finish(times, flops(m, plan), peak.get(), plan, m.s);
     let memory = stage_memory(&c, params, plan);
-    explain_summary(&c, st.0, &times, &metrics, &memory, tr);
+    explain_summary(&c, st.total, &times, &metrics, &memory, tr);
     let groups = [&place.tp, &place.ep, &place.dp, &place.pp].map(GroupDims::from);
     Ok(Estimate {
         plan: *plan,
@@ -248,18 +280,51 @@ pub(super) fn evaluate<T: Trace>(
     })
 }
 
+/// Whether two groups (each of size > 1) span a common network dimension.
+fn share_dims(a: &crate::parallel::Span, b: &crate::parallel::Span) -> bool {
+    a.size > 1 && b.size > 1 && a.index[..a.n].iter().any(|d| b.index[..b.n].contains(d))
+}
+
+/// Pipeline transfers (windows: fill and drain exposed, steady state beside the stage's
+/// compute) and the tied-embedding synchronisation, into `times`.
+fn pipeline_comm<T: Trace>(c: &Ctx, stage: Seconds, times: &mut Times, tr: &mut T) -> Result<()> {
+    let plan = c.plan;
+    let (hop, hop_bytes) = pp_hop(c)?;
+    let w = pp_windows(c, hop, stage);
+    let (emb_sync, emb_bytes) = embedding_sync(c)?;
+    let mb = plan.micro_batches as f64;
+    times.comm[CommClass::Pp as usize] = Comm {
+        exposed: w.exposed + emb_sync,
+        hidden: w.hidden,
+        bytes: Bytes::new(hop_bytes * 2.0 * plan.v as f64 * mb + emb_bytes),
+    };
+    times.interference += w.slowdown;
+    if plan.pp > 1 {
+        tr.line(|| {
+            format!(
+                "PP windows: one transfer {hop}; fill + drain 2·(p−1) = {} transfers exposed; steady state 2·v = {} transfers per micro-batch {} ×{} → exposed {}, hidden {}; embedding sync {emb_sync}",
+                2 * (plan.pp - 1),
+                2 * plan.v,
+                if plan.schedule == crate::parallel::Schedule::Interleaved { format!("beside the stage's {stage} (bulk: interleaved schedule, overlap_p2p_comm)") } else { "blocking between compute steps (1F1B/GPipe): exposed".to_string() },
+                plan.micro_batches,
+                w.exposed,
+                w.hidden
+            )
+        });
+    }
+    Ok(())
+}
+
 /// The stage compositions: `L/p` layers, plus the embedding on the first stage and the
 /// head on the last (both on the only stage when p = 1). Returns the slowest stage, its
-/// (time, exposed TP, hidden TP, EP) per micro-batch, and the bubble
-/// `(p − 1)/v · T_mid` (Narayanan et al. SC'21 §2.2).
+/// time per micro-batch, and the bubble `(p − 1)/v · T_mid` (Narayanan et al. SC'21 §2.2).
 fn pipeline<T: Trace>(
     c: &Ctx,
     lay: &Block,
     first: &Block,
     last: &Block,
-    pp1: Seconds,
     tr: &mut T,
-) -> (Block, (Seconds, Seconds, Seconds, Seconds), Seconds) {
+) -> (Block, StageTime, Seconds) {
     let plan = c.plan;
     let mid = Block::default().add(*lay, (c.m.layers / plan.pp) as f64);
     let candidates = if plan.pp == 1 {
@@ -268,19 +333,19 @@ fn pipeline<T: Trace>(
     } else {
         [mid.add(*first, 1.0), mid.add(*last, 1.0)]
     };
-    let s0 = stage_time(&candidates[0], pp1, plan.tp_overlap);
-    let s1 = stage_time(&candidates[1], pp1, plan.tp_overlap);
-    let (worst, st) = if s1.0 > s0.0 {
+    let s0 = stage_time(&candidates[0]);
+    let s1 = stage_time(&candidates[1]);
+    let (worst, st) = if s1.total > s0.total {
         (candidates[1], s1)
     } else {
         (candidates[0], s0)
     };
-    let mid_time = stage_time(&mid, pp1, plan.tp_overlap).0;
+    let mid_time = stage_time(&mid).total;
     let bubble = mid_time * ((plan.pp - 1) as f64 / plan.v as f64);
     tr.line(|| {
         format!(
-            "stage per micro-batch: {} (slowest), {mid_time} (middle); PP per micro-batch {pp1}",
-            st.0
+            "stage per micro-batch: {} (slowest), {mid_time} (middle)",
+            st.total
         )
     });
     tr.line(|| {
@@ -371,8 +436,6 @@ fn explain_summary<T: Trace>(
 /// p > 1, a copy on the last stage.
 fn stage_params(m: &Transformer, plan: &Plan) -> f64 {
     let lp = (m.layers / plan.pp) as f64;
-    let layer =
-        m.attn_params + m.experts as f64 / plan.ep as f64 * m.mlp_params + m.other_layer_params;
     let emb = m.embedding_params / plan.tp as f64;
     let ends = if plan.pp == 1 {
         emb
@@ -383,7 +446,14 @@ fn stage_params(m: &Transformer, plan: &Plan) -> f64 {
             emb
         })
     };
-    lp * layer / plan.tp as f64 + ends
+    lp * layer_params(m, plan) + ends
+}
+
+/// Parameters of one transformer layer on one device: attention, the local experts'
+/// MLPs (E/ep of them) and norms, split over TP.
+fn layer_params(m: &Transformer, plan: &Plan) -> f64 {
+    (m.attn_params + m.experts as f64 / plan.ep as f64 * m.mlp_params + m.other_layer_params)
+        / plan.tp as f64
 }
 
 /// Optimizer step, memory-bound over the local optimizer shard (Megatron-LM's
@@ -419,11 +489,23 @@ fn stage_memory(c: &Ctx, params: f64, plan: &Plan) -> Memory {
     } else {
         0.0
     };
-    let bucket = if plan.dp > 1 {
-        2.0 * plan.dp_bucket.get()
+    // DP buckets: with ZeRO-0/1 they are views into the unsharded gradient buffer (counted
+    // in `gradients`); with ZeRO-2 the gradients are sharded and the unsharded bucket being
+    // filled and the one being reduce-scattered are extra.
+    let bucket = if plan.dp > 1 && plan.zero == 2 {
+        2.0 * plan.dp_bucket_bytes().get()
     } else {
         0.0
     };
-    let buffers = 2.0 * c.r * c.e + bucket + logits;
+    // ZeRO-3 / FSDP: the gathered weights of the layer being computed and of the one
+    // prefetched, and the unsharded gradients of the layer just computed and of the one
+    // being reduce-scattered (Zhao et al. VLDB'23 §3.3: prefetching keeps two layers' worth).
+    let (_, g, _) = plan.optimizer.bytes_per_param();
+    let prefetch = if plan.zero == 3 && plan.dp > 1 {
+        2.0 * c.layer_params * (c.e + g)
+    } else {
+        0.0
+    };
+    let buffers = 2.0 * c.r * c.e + bucket + logits + prefetch;
     Memory::new(states, acts, buffers, c.dev.memory())
 }

@@ -58,8 +58,9 @@ pub struct Axes {
 
 impl Axes {
     /// The default grid for `gpus` devices: every factorisation, micro-batches 1–16,
-    /// GPipe, 1F1B and interleaved with v ∈ {2, 4, 8}, ZeRO 0–3, every recomputation mode,
-    /// and both values of every switch.
+    /// GPipe, 1F1B and interleaved with v ∈ {2, 3, 4, 6, 8} (Megatron-LM needs v to divide
+    /// the layers per stage, so depths of 3 and 6 serve stages of 6, 9, 12, … layers), ZeRO
+    /// 0–3, every recomputation mode, and both values of every switch.
     pub fn default_for(gpus: u32) -> Axes {
         Axes {
             gpus: vec![gpus],
@@ -72,7 +73,9 @@ impl Axes {
                 (Schedule::Gpipe, 1),
                 (Schedule::OneFOneB, 1),
                 (Schedule::Interleaved, 2),
+                (Schedule::Interleaved, 3),
                 (Schedule::Interleaved, 4),
+                (Schedule::Interleaved, 6),
                 (Schedule::Interleaved, 8),
             ],
             zero: vec![0, 1, 2, 3],

@@ -1,59 +1,15 @@
-//! Communication of a transformer plan per micro-batch and iteration: TP/SP collectives
-//! per layer, EP all-to-alls, pipeline sends, the tied-embedding synchronisation and the
-//! data-parallel gradient reduction (all through `collective::time`).
+//! Communication of a transformer plan per micro-batch and iteration, as overlap windows
+//! (`estimate::windows`): EP all-to-alls, pipeline sends, the tied-embedding
+//! synchronisation, the data-parallel gradient reduction and ZeRO-3 gathers. TP/SP windows
+//! are in `tp.rs`.
 
 use super::{Block, Ctx};
 use crate::collective::Collective as C;
 use crate::error::Result;
-use crate::estimate::{Comm, Trace, coll, overlap};
-use crate::parallel::Recompute;
+use crate::estimate::windows::{self, Busy, Overlap, bulk, shared};
+use crate::estimate::{Comm, Trace, coll, coll_busy};
+use crate::parallel::Schedule;
 use crate::units::{Bytes, Seconds};
-
-/// TP communication of one layer and micro-batch.
-pub(super) struct TpComm {
-    /// Forward: exposed.
-    pub(super) fwd: Seconds,
-    /// Backward, always exposed.
-    pub(super) bwd_exposed: Seconds,
-    /// Backward, overlappable with the column-parallel weight-gradient GEMMs.
-    pub(super) bwd_under_wgrad: Seconds,
-    /// Backward, overlappable with the column-parallel data-gradient GEMMs.
-    pub(super) bwd_under_dgrad: Seconds,
-    /// Bytes per device, forward.
-    pub(super) bytes: f64,
-    /// Bytes per device, backward.
-    pub(super) bytes_bwd: f64,
-}
-
-/// Megatron-LM TP: two all-reduces of b·s·h elements per layer in forward (after the
-/// row-parallel layers) and two in backward (before the column-parallel ones) (Shoeybi
-/// et al. 2019 §3); with SP each becomes an all-gather / reduce-scatter pair, and backward
-/// re-gathers the column-parallel inputs once more (Korthikanti §4.2.2).
-pub(super) fn tp_comm(c: &Ctx) -> Result<TpComm> {
-    let bytes = c.r * c.e;
-    if c.plan.sp {
-        let ag = coll(C::AllGather, bytes, &c.place.tp, c.coll)?;
-        let rs = coll(C::ReduceScatter, bytes, &c.place.tp, c.coll)?;
-        Ok(TpComm {
-            fwd: (ag + rs) * 2.0,
-            bwd_exposed: ag * 2.0,
-            bwd_under_wgrad: rs * 2.0,
-            bwd_under_dgrad: ag * 2.0,
-            bytes: 4.0 * bytes,
-            bytes_bwd: 6.0 * bytes,
-        })
-    } else {
-        let ar = coll(C::AllReduce, bytes, &c.place.tp, c.coll)?;
-        Ok(TpComm {
-            fwd: ar * 2.0,
-            bwd_exposed: Seconds::ZERO,
-            bwd_under_wgrad: ar * 2.0,
-            bwd_under_dgrad: Seconds::ZERO,
-            bytes: 2.0 * bytes,
-            bytes_bwd: 2.0 * bytes,
-        })
-    }
-}
 
 /// MoE dispatch and combine: two all-to-alls of b·s·k·h elements per layer and pass.
 pub(super) fn ep_comm(c: &Ctx) -> Result<(Seconds, f64)> {
@@ -67,21 +23,46 @@ pub(super) fn ep_comm(c: &Ctx) -> Result<(Seconds, f64)> {
     ))
 }
 
-/// Pipeline send/recv per micro-batch and stage: `2·v` transfers of `b·s·h` elements,
-/// split over the TP ranks (scatter/gather optimisation, Narayanan et al. SC'21 §4.1) and
-/// gathered back over TP when SP does not already keep them split.
-pub(super) fn pp_comm(c: &Ctx) -> Result<(Seconds, f64)> {
+/// One pipeline transfer (a stage boundary, one direction, one micro-batch): `b·s·h`
+/// elements split over the TP ranks (scatter/gather optimisation, Narayanan et al. SC'21
+/// §4.1) and gathered back over TP when SP does not already keep them split. Returns the
+/// time and bytes of one hop; a stage makes `2·v` of them per micro-batch.
+pub(super) fn pp_hop(c: &Ctx) -> Result<(Seconds, f64)> {
     if c.plan.pp <= 1 {
         return Ok((Seconds::ZERO, 0.0));
     }
-    let t = c.plan.tp as f64;
-    let bytes = c.r * c.e / t;
+    let bytes = c.r * c.e / c.plan.tp as f64;
     let mut one = coll(C::SendRecv, bytes, &c.place.pp, c.coll)?;
     if !c.plan.sp {
         one += coll(C::AllGather, c.r * c.e, &c.place.tp, c.coll)?;
     }
-    let n = 2.0 * c.plan.v as f64;
-    Ok((one * n, bytes * n))
+    Ok((one, bytes))
+}
+
+/// Pipeline transfers per iteration as windows. In warm-up and cool-down the `p − 1`
+/// forward hops that fill the pipeline and the `p − 1` backward hops that drain it are on
+/// the critical path. In the steady state a stage makes `2·v` transfers per micro-batch:
+/// - interleaved schedule: they run asynchronously beside the next chunk's compute
+///   (Megatron-LM `overlap_p2p_comm`, on by default and only for the interleaved
+///   schedule): bulk windows against the stage's compute per micro-batch, `m` of them;
+/// - 1F1B and GPipe: Megatron-LM's `send_forward_recv_backward` /
+///   `send_backward_recv_forward` block between compute steps: exposed.
+pub(super) fn pp_windows(c: &Ctx, hop: Seconds, stage: Seconds) -> Overlap {
+    if c.plan.pp <= 1 {
+        return Overlap::default();
+    }
+    let fill_drain = hop * (2.0 * (c.plan.pp - 1) as f64);
+    let per_mb = hop * (2.0 * c.plan.v as f64);
+    let steady = if c.plan.schedule == Schedule::Interleaved {
+        bulk(per_mb, stage, c.kappa)
+    } else {
+        Overlap::exposed(per_mb)
+    }
+    .times(c.plan.micro_batches as f64);
+    Overlap {
+        exposed: fill_drain + steady.exposed,
+        ..steady
+    }
 }
 
 /// Tied embeddings with p > 1: the first and last stage all-reduce the embedding
@@ -104,64 +85,185 @@ pub(super) fn embedding_sync(c: &Ctx) -> Result<(Seconds, f64)> {
     Ok((coll(C::AllReduce, bytes, &pair, c.coll)?, bytes))
 }
 
-/// Data-parallel gradient reduction. ZeRO-0: all-reduce; ZeRO-1/2: reduce-scatter +
-/// all-gather of the weights; ZeRO-3/FSDP: all-gather of the weights in every forward and
-/// backward and a reduce-scatter per micro-batch, hidden behind that pass's compute. With
-/// bucketed overlap the reduction hides behind the last micro-batch's backward except
-/// the last bucket.
-pub(super) fn dp_comm<T: Trace>(c: &Ctx, params: f64, worst: &Block, tr: &mut T) -> Result<Comm> {
+/// What DP traffic shares with: the TP traffic of one layer per pass (busy time per
+/// topology dimension) and the number of layers on the stage.
+pub(super) struct Neighbours {
+    pub(super) tp_fwd: Busy,
+    pub(super) tp_bwd: Busy,
+    pub(super) layers: f64,
+}
+
+/// Data-parallel communication as windows (ZeRO-0/1/2; ZeRO-3 in [`zero3`]):
+/// - gradient reduction (all-reduce, or reduce-scatter with ZeRO ≥ 1), bucketed, starts in
+///   the last micro-batch's backward (accumulation defers it) and hides behind the
+///   backward of the layers not yet reached: a bulk window of `R − R_last` against that
+///   backward; the last bucket `R_last = R · min(1, bucket/gradient)` is exposed;
+/// - with ZeRO ≥ 1, the parameter all-gather of the distributed optimizer hides behind the
+///   first micro-batch's forward (Megatron `--overlap-param-gather`);
+/// - both share the dimensions they span with the TP traffic of the same window
+///   (`windows::shared`); with DP overlap off, everything is exposed.
+///
+/// Returns the DP class and the interference it causes.
+pub(super) fn dp_comm<T: Trace>(
+    c: &Ctx,
+    params: f64,
+    worst: &Block,
+    nb: &Neighbours,
+    tr: &mut T,
+) -> Result<(Comm, Seconds)> {
     let plan = c.plan;
     let g = plan.optimizer.bytes_per_param().1;
     let (grad, weights) = (params * g, params * c.e);
     let dp = &c.place.dp;
-    if plan.zero == 3 {
-        let ag = coll(C::AllGather, weights, dp, c.dp_coll)?;
-        let rs = coll(C::ReduceScatter, grad, dp, c.dp_coll)?;
-        let mb = plan.micro_batches as f64;
-        let passes = if plan.recompute == Recompute::Full {
-            3.0
-        } else {
-            2.0
-        };
-        let (ef, hf) = overlap(ag, worst.fwd.free(plan.tp_overlap), plan.dp_overlap);
-        let (eb, hb) = overlap(ag + rs, worst.bwd.free(plan.tp_overlap), plan.dp_overlap);
-        let (er, hr) = if passes > 2.0 {
-            overlap(ag, worst.rec.free(plan.tp_overlap), plan.dp_overlap)
-        } else {
-            (Seconds::ZERO, Seconds::ZERO)
-        };
-        tr.line(|| {
-            format!("ZeRO-3: all-gather {ag} per pass, reduce-scatter {rs} per micro-batch")
-        });
-        return Ok(Comm {
-            exposed: (ef + eb + er) * mb,
-            hidden: (hf + hb + hr) * mb,
-            bytes: Bytes::new(mb * (passes * weights + grad)),
-        });
+    if dp.size <= 1 {
+        return Ok((Comm::default(), Seconds::ZERO));
     }
-    let (reduce, gather) = if plan.zero == 0 {
-        (coll(C::AllReduce, grad, dp, c.dp_coll)?, Seconds::ZERO)
+    let reduce_op = if plan.zero == 0 {
+        C::AllReduce
     } else {
-        (
-            coll(C::ReduceScatter, grad, dp, c.dp_coll)?,
-            coll(C::AllGather, weights, dp, c.dp_coll)?,
-        )
+        C::ReduceScatter
     };
-    let last_bucket = reduce * (plan.dp_bucket.get() / grad).min(1.0);
-    let (mut exposed, mut hidden) = overlap(
-        reduce - last_bucket,
-        worst.bwd.free(plan.tp_overlap),
-        plan.dp_overlap,
-    );
-    exposed += last_bucket;
-    let (eg, hg) = overlap(gather, worst.fwd.free(plan.tp_overlap), plan.dp_overlap);
-    exposed += eg;
-    hidden += hg;
-    tr.line(|| format!("DP (ZeRO-{}): gradient {} → reduction {reduce}, weight gather {gather}; exposed {exposed}", plan.zero, Bytes::new(grad)));
+    // k buckets, each its own collective (without overlap, one).
+    let k = if plan.dp_overlap {
+        (grad / plan.dp_bucket_bytes().get()).ceil().max(1.0)
+    } else {
+        1.0
+    };
+    let (reduce, r_busy) = bucketed(reduce_op, grad, k, c)?;
+    let (gather, g_busy) = if plan.zero > 0 {
+        bucketed(C::AllGather, weights, k, c)?
+    } else {
+        (Seconds::ZERO, [0.0; crate::collective::MAX_DIMS])
+    };
+    let last = reduce / k;
+    let (wb, wf) = if plan.dp_overlap {
+        let rest = 1.0 - last / reduce.max(Seconds::new(1e-300));
+        let delay_b = shared(
+            &windows::scaled(&r_busy, rest),
+            &windows::scaled(&nb.tp_bwd, nb.layers),
+        );
+        let delay_f = shared(&g_busy, &windows::scaled(&nb.tp_fwd, nb.layers));
+        let wb = bulk(
+            reduce - last + delay_b,
+            worst.bwd.free() + worst.rec.free(),
+            c.kappa,
+        );
+        (wb, bulk(gather + delay_f, worst.fwd.free(), c.kappa))
+    } else {
+        (Overlap::exposed(reduce - last), Overlap::exposed(gather))
+    };
+    let exposed = wb.exposed + last + wf.exposed;
+    let slowdown = wb.slowdown + wf.slowdown;
+    tr.line(|| {
+        format!(
+            "DP window (ZeRO-{}): gradient {} → reduction R = {k} buckets × {last} = {reduce} (bucket {}: each pays the collective's latency), last bucket exposed; R − R_last (+ sharing with TP) under the last micro-batch's backward {} → exposed {}; parameter all-gather {gather} under the first forward {} → exposed {}; interference {slowdown}",
+            plan.zero,
+            Bytes::new(grad),
+            plan.dp_bucket_bytes(),
+            worst.bwd.free() + worst.rec.free(),
+            wb.exposed,
+            worst.fwd.free(),
+            wf.exposed
+        )
+    });
     let bytes = grad + if plan.zero > 0 { weights } else { 0.0 };
-    Ok(Comm {
-        exposed,
-        hidden,
-        bytes: Bytes::new(if dp.size > 1 { bytes } else { 0.0 }),
-    })
+    Ok((
+        Comm {
+            exposed,
+            hidden: (reduce + gather - exposed).max(Seconds::ZERO),
+            bytes: Bytes::new(bytes),
+        },
+        slowdown,
+    ))
+}
+
+/// ZeRO-3 / FSDP, per layer and micro-batch (Rajbhandari et al. SC'20 §5; Zhao et al.
+/// VLDB'23, PyTorch FSDP §3.3 "backward prefetch"): each layer's parameters `P_l` are
+/// all-gathered before its forward and again before its backward, and its gradients
+/// reduce-scattered after its backward, in every micro-batch (the gradients are sharded, so
+/// accumulation cannot defer them). With full recomputation DeepSpeed's module hooks
+/// release the weights after the recomputed forward too, so a third gather precedes it
+/// (`g = 3` gathers per layer, else 2). Each gather is prefetched one layer ahead:
+/// - forward: `AG_l` hides behind layer l−1's forward (bulk window), `L − 1` windows;
+/// - backward: `(g − 1)·AG_l` and `RS_{l+1}` run together (sharing the DP dimensions:
+///   their times add) behind layer l's recompute + backward, `L − 1` windows;
+/// - exposed outright: the first layer's gather in each pass, the last reduce-scatter, and
+///   the gather / reduce-scatter of the parameters outside the layers (embedding, head).
+///
+/// The TP traffic of the same layer shares dimensions with these (`windows::shared`).
+pub(super) fn zero3<T: Trace>(
+    c: &Ctx,
+    params: f64,
+    layer: &Block,
+    nb: &Neighbours,
+    tr: &mut T,
+) -> Result<(Comm, Seconds)> {
+    let plan = c.plan;
+    let g = plan.optimizer.bytes_per_param().1;
+    let dp = &c.place.dp;
+    if dp.size <= 1 {
+        return Ok((Comm::default(), Seconds::ZERO));
+    }
+    let pl = c.layer_params;
+    let outside = (params - nb.layers * pl).max(0.0);
+    let bucket = plan.dp_bucket_bytes().get();
+    let k = (pl * g / bucket).ceil().max(1.0);
+    let k_out = (outside * g / bucket).ceil().max(1.0);
+    let (ag, ag_b) = bucketed(C::AllGather, pl * c.e, k, c)?;
+    let (rs, rs_b) = bucketed(C::ReduceScatter, pl * g, k, c)?;
+    let ends = bucketed(C::AllGather, outside * c.e, k_out, c)?.0 * 2.0
+        + bucketed(C::ReduceScatter, outside * g, k_out, c)?.0;
+    let gathers = if plan.recompute == crate::parallel::Recompute::Full {
+        3.0
+    } else {
+        2.0
+    };
+    let fixed = ag * gathers + rs + ends;
+    let windows_n = (nb.layers - 1.0).max(0.0);
+    let per_mb = if plan.dp_overlap {
+        let comm_f = ag + shared(&ag_b, &nb.tp_fwd);
+        let ag_bwd = gathers - 1.0;
+        let comm_b = ag * ag_bwd
+            + rs
+            + shared(
+                &windows::plus(&windows::scaled(&ag_b, ag_bwd), &rs_b),
+                &nb.tp_bwd,
+            );
+        let wf = bulk(comm_f, layer.fwd.free(), c.kappa);
+        let wb = bulk(comm_b, layer.bwd.free() + layer.rec.free(), c.kappa);
+        tr.line(|| {
+            format!(
+                "ZeRO-3 windows per layer and micro-batch ({k} buckets of {} per layer, each paying the collective's latency): all-gather {ag} of {} under the previous layer's forward {} → exposed {}; {gathers}−1 all-gathers + reduce-scatter {} under the layer's recompute + backward {} → exposed {}; ×{windows_n} windows; exposed outright {fixed} (first gathers, last reduce-scatter, embedding and head)",
+                plan.dp_bucket_bytes(),
+                Bytes::new(pl * c.e),
+                layer.fwd.free(),
+                wf.exposed,
+                ag * (gathers - 1.0) + rs,
+                layer.bwd.free() + layer.rec.free(),
+                wb.exposed
+            )
+        });
+        (wf + wb).times(windows_n) + Overlap::exposed(fixed)
+    } else {
+        Overlap::exposed((ag * gathers + rs) * windows_n + fixed)
+    };
+    let mb = plan.micro_batches as f64;
+    let total = ((ag * gathers + rs) * windows_n + fixed) * mb;
+    let w = per_mb.times(mb);
+    let bytes = mb * (params * (gathers * c.e + g));
+    Ok((
+        Comm {
+            exposed: w.exposed,
+            hidden: (total - w.exposed).max(Seconds::ZERO),
+            bytes: Bytes::new(bytes),
+        },
+        w.slowdown,
+    ))
+}
+
+/// `bytes` moved as `k` equal buckets, each a collective of its own: `k · T(bytes/k)` (so
+/// `k` latencies and the same transfer), and the busy time per dimension.
+fn bucketed(op: C, bytes: f64, k: f64, c: &Ctx) -> Result<(Seconds, Busy)> {
+    let (one, busy) = coll_busy(op, bytes / k, &c.place.dp, c.dp_coll, c.tp_dp_share)?;
+    Ok((one * k, windows::scaled(&busy, k)))
 }

@@ -2,18 +2,38 @@
 //! micro-batch on one tensor-parallel rank: shape-timed GEMMs, the attention core, and
 //! memory-bound kernels from the bytes they move.
 
-use super::comm::{ep_comm, tp_comm};
+use super::comm::ep_comm;
+use super::tp::tp_windows;
 use super::{Block, Ctx, Pass};
 use crate::collective::Collective as C;
 use crate::error::Result;
-use crate::estimate::{Trace, coll, overlap};
+use crate::estimate::windows::Busy;
+use crate::estimate::{Trace, coll};
 use crate::parallel::Recompute;
 use crate::units::{Bytes, Seconds};
 
-/// Linear layers of one transformer layer: forward and backward GEMM time, and the
-/// weight-gradient and data-gradient time of the column-parallel layers (QKV, MLP in),
-/// behind which Megatron-LM overlaps backward TP communication.
-pub(super) fn linears<T: Trace>(c: &Ctx, tr: &mut T) -> (Seconds, Seconds, Seconds, Seconds) {
+/// Linear layers of one transformer layer, per GEMM: QKV, attention projection, MLP in,
+/// MLP out (`[0..4]`), forward, data-gradient and weight-gradient time, plus the MoE router
+/// (forward, backward). The TP windows pair each collective with one of these GEMMs.
+pub(super) struct Linears {
+    pub(super) fwd: [Seconds; 4],
+    pub(super) dgrad: [Seconds; 4],
+    pub(super) wgrad: [Seconds; 4],
+    pub(super) router: (Seconds, Seconds),
+}
+
+impl Linears {
+    fn total(&self) -> (Seconds, Seconds) {
+        let sum = |a: &[Seconds; 4]| a.iter().copied().sum::<Seconds>();
+        (
+            sum(&self.fwd) + self.router.0,
+            sum(&self.dgrad) + sum(&self.wgrad) + self.router.1,
+        )
+    }
+}
+
+/// The GEMMs of one transformer layer, each timed from its shape.
+pub(super) fn linears<T: Trace>(c: &Ctx, tr: &mut T) -> Linears {
     let (m, t) = (c.m, c.plan.tp as f64);
     let kv_rank = (m.kv_heads as f64 / t).max(1.0);
     let qkv_n = m.h / t + 2.0 * kv_rank * m.d;
@@ -21,8 +41,8 @@ pub(super) fn linears<T: Trace>(c: &Ctx, tr: &mut T) -> (Seconds, Seconds, Secon
     let mut shapes = [
         (c.tokens, qkv_n, m.h, 1.0),
         (c.tokens, m.h, m.h / t, 1.0),
-        (0.0, 0.0, 0.0, 0.0),
-        (0.0, 0.0, 0.0, 0.0),
+        (c.tokens, g * m.f / t, m.h, 1.0),
+        (c.tokens, m.h, m.f / t, 1.0),
         (0.0, 0.0, 0.0, 0.0),
     ];
     if m.experts > 1 {
@@ -31,23 +51,26 @@ pub(super) fn linears<T: Trace>(c: &Ctx, tr: &mut T) -> (Seconds, Seconds, Secon
         shapes[2] = (per_expert, g * m.f / t, m.h, e / ep);
         shapes[3] = (per_expert, m.h, m.f / t, e / ep);
         shapes[4] = (c.tokens, e, m.h, 1.0);
-    } else {
-        shapes[2] = (c.tokens, g * m.f / t, m.h, 1.0);
-        shapes[3] = (c.tokens, m.h, m.f / t, 1.0);
     }
-    let (mut f, mut b) = (Seconds::ZERO, Seconds::ZERO);
-    let (mut wgrad, mut dgrad) = (Seconds::ZERO, Seconds::ZERO);
+    let z = Seconds::ZERO;
+    let mut out = Linears {
+        fwd: [z; 4],
+        dgrad: [z; 4],
+        wgrad: [z; 4],
+        router: (z, z),
+    };
     for (i, &(mm, n, k, batch)) in shapes.iter().enumerate() {
         if mm <= 0.0 {
             continue;
         }
         let (tf, tb) = c.linear(mm, n, k, batch);
-        f += tf;
-        b += tb;
-        if i == 0 || i == 2 {
-            let dg = c.gemm(mm, k, n, batch);
-            dgrad += dg;
-            wgrad += tb - dg;
+        let dg = c.gemm(mm, k, n, batch);
+        if i < 4 {
+            out.fwd[i] = tf;
+            out.dgrad[i] = dg;
+            out.wgrad[i] = tb - dg;
+        } else {
+            out.router = (tf, tb);
         }
         tr.line(|| {
             let name = ["QKV", "attention projection", "MLP in", "MLP out", "router"][i];
@@ -57,7 +80,7 @@ pub(super) fn linears<T: Trace>(c: &Ctx, tr: &mut T) -> (Seconds, Seconds, Secon
             )
         });
     }
-    (f, b, wgrad, dgrad)
+    out
 }
 
 /// Attention core (QKᵀ, softmax, dropout, attention·V) on a rank's a/t heads:
@@ -92,10 +115,12 @@ pub(super) fn attention<T: Trace>(c: &Ctx, tr: &mut T) -> (Seconds, Seconds) {
     (f, b)
 }
 
-/// One transformer layer for one micro-batch on one TP rank.
-pub(super) fn layer<T: Trace>(c: &Ctx, tr: &mut T) -> Result<Block> {
+/// One transformer layer for one micro-batch on one TP rank, and its TP traffic per
+/// dimension (forward, backward) for the DP windows that share links with it.
+pub(super) fn layer<T: Trace>(c: &Ctx, tr: &mut T) -> Result<(Block, (Busy, Busy))> {
     let m = c.m;
-    let (lin_f, lin_b, wgrad, dgrad) = linears(c, tr);
+    let lin = linears(c, tr);
+    let (lin_f, lin_b) = lin.total();
     let (att_f, att_b) = attention(c, tr);
     let act = c.tokens * m.f / c.plan.tp as f64 * m.top_k as f64;
     let (act_f, act_b) = if m.gated { (6.0, 10.0) } else { (4.0, 6.0) };
@@ -119,33 +144,27 @@ pub(super) fn layer<T: Trace>(c: &Ctx, tr: &mut T) -> Result<Block> {
         10.0,
     );
     tr.line(|| format!("  memory-bound: LayerNorm ×2, bias-dropout-add ×2 on {} elements, activation on {act}: fwd {mem_f}, bwd {mem_b}", c.rep));
-    let tp = tp_comm(c)?;
+    let tp = tp_windows(c, &lin, tr)?;
     let (ep1, ep_b1) = ep_comm(c)?;
     let fwd = Pass {
         gemm: lin_f + att_f,
         mem: mem_f,
-        tp: tp.fwd,
-        tp_hidden: Seconds::ZERO,
-        tp_bytes: tp.bytes,
+        tp: tp.fwd.exposed,
+        tp_hidden: tp.fwd.hidden,
+        slow: tp.fwd.slowdown,
+        tp_bytes: tp.bytes.0,
         ep: ep1,
         ep_bytes: ep_b1,
     };
-    // Backward (Megatron-LM 2022, LinearWithGradAccumulationAndAsyncCommunication): the
-    // column-parallel layers' input-gradient all-reduce (reduce-scatter with SP) runs
-    // asynchronously under their weight-gradient GEMMs, and with SP the re-gathered input
-    // under their data-gradient GEMMs; the all-gather conjugate to the row-parallel
-    // reduce-scatter is exposed.
-    let (e1, h1) = overlap(tp.bwd_under_wgrad, wgrad, true);
-    let (e2, h2) = overlap(tp.bwd_under_dgrad, dgrad, true);
     let bwd = Pass {
         gemm: lin_b + att_b,
         mem: mem_b,
-        tp: tp.bwd_exposed + e1 + e2,
-        tp_hidden: h1 + h2,
-        tp_bytes: tp.bytes_bwd,
+        tp: tp.bwd.exposed,
+        tp_hidden: tp.bwd.hidden,
+        slow: tp.bwd.slowdown,
+        tp_bytes: tp.bytes.1,
         ..fwd
     };
-    let (tp1, tp_b1) = (tp.fwd, tp.bytes);
     let rec = match c.plan.recompute {
         Recompute::None => Pass::default(),
         Recompute::Full => fwd,
@@ -157,12 +176,13 @@ pub(super) fn layer<T: Trace>(c: &Ctx, tr: &mut T) -> Result<Block> {
     };
     tr.line(|| {
         format!(
-            "  TP/SP per layer and pass: {tp1} ({}); EP: {ep1}",
-            Bytes::new(tp_b1)
+            "  TP/SP per layer: forward {} ({}); EP all-to-all {ep1} per pass, exposed (no schedule overlaps it: dispatch and combine sit between attention and the experts)",
+            tp.fwd.exposed + tp.fwd.hidden,
+            Bytes::new(tp.bytes.0)
         )
     });
     tr.line(|| {
-        let t = |p: &Pass| p.compute() + p.tp + p.ep;
+        let t = |p: &Pass| p.compute() + p.tp + p.ep + p.slow;
         format!(
             "  layer total: forward {}, backward {}, recompute {}",
             t(&fwd),
@@ -170,7 +190,7 @@ pub(super) fn layer<T: Trace>(c: &Ctx, tr: &mut T) -> Result<Block> {
             t(&rec)
         )
     });
-    Ok(Block { fwd, bwd, rec })
+    Ok((Block { fwd, bwd, rec }, tp.busy))
 }
 
 /// Embedding on the first stage and final norm + logits + cross-entropy on the last.

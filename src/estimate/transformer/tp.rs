@@ -1,0 +1,142 @@
+//! Tensor- and sequence-parallel communication windows of one layer and micro-batch
+//! (Megatron-LM with Transformer Engine). Each collective is paired with the GEMM it can
+//! overlap (`windows` module for the formulas):
+//!
+//! | pass | collective (SP) | window | rule |
+//! |---|---|---|---|
+//! | forward | all-gather before QKV and MLP-in | that GEMM | chunked with `--tp-comm-overlap`, else exposed |
+//! | forward | reduce-scatter after projection and MLP-out | that GEMM | chunked, else exposed |
+//! | backward | all-gather of the column-parallel input | its data-gradient GEMM | bulk (asynchronous) |
+//! | backward | reduce-scatter of the column-parallel input gradient | its weight-gradient GEMM | bulk |
+//! | backward | all-gather of the row-parallel output gradient | its data-gradient GEMM | chunked, else exposed |
+//!
+//! Without SP the forward all-reduces after the projection and MLP-out are exposed (the
+//! userbuffers overlap needs sequence parallelism: Megatron-LM asserts
+//! `--tp-comm-overlap` ⇒ `--sequence-parallel`), and the backward all-reduces of the
+//! column-parallel input gradients run under their weight-gradient GEMMs (Megatron-LM's
+//! `LinearWithGradAccumulationAndAsyncCommunication`, Korthikanti et al. 2022 §4.2.2).
+//! Chunked overlap needs the TP group inside one NVLink domain (`scale_up_dims`); across
+//! nodes the same collectives are exposed. Chunks `n = t` (one ring-exchange step per rank).
+
+use super::Ctx;
+use super::layer::Linears;
+use crate::collective::Collective as C;
+use crate::error::Result;
+use crate::estimate::windows::{self, Busy, Overlap, bulk, chunked};
+use crate::estimate::{Trace, coll_busy};
+use crate::units::Seconds;
+
+/// TP windows of one layer: per pass, what stays exposed, and the traffic on each dimension.
+pub(super) struct TpWindows {
+    pub(super) fwd: Overlap,
+    pub(super) bwd: Overlap,
+    /// Bytes per device, forward and backward.
+    pub(super) bytes: (f64, f64),
+    /// Busy time per topology dimension, forward and backward (for sharing with DP).
+    pub(super) busy: (Busy, Busy),
+}
+
+/// Whether chunked TP comm–GEMM overlap runs: asked for, with SP, TP group inside the
+/// NVLink domain (the first `scale_up_dims` dimensions).
+pub(super) fn chunked_overlap(c: &Ctx) -> bool {
+    let tp = &c.place.tp;
+    c.plan.tp_overlap
+        && c.plan.sp
+        && tp.index[..tp.n]
+            .iter()
+            .all(|&d| (d as u32) < c.scale_up_dims)
+}
+
+/// The TP/SP windows of one layer for one micro-batch.
+pub(super) fn tp_windows<T: Trace>(c: &Ctx, lin: &Linears, tr: &mut T) -> Result<TpWindows> {
+    let bytes = c.r * c.e;
+    let (k, n) = (c.kappa, c.plan.tp as f64);
+    let span = &c.place.tp;
+    let pipelined = chunked_overlap(c);
+    let piped = |comm: Seconds, gemm: Seconds| {
+        if pipelined {
+            chunked(comm, gemm, n, k)
+        } else {
+            Overlap::exposed(comm)
+        }
+    };
+    if c.plan.sp {
+        let (ag, ag_b) = coll_busy(C::AllGather, bytes, span, c.coll, c.tp_dp_share)?;
+        let (rs, rs_b) = coll_busy(C::ReduceScatter, bytes, span, c.coll, c.tp_dp_share)?;
+        let fwd = piped(ag, lin.fwd[0])
+            + piped(rs, lin.fwd[1])
+            + piped(ag, lin.fwd[2])
+            + piped(rs, lin.fwd[3]);
+        let bwd = bulk(ag, lin.dgrad[0], k)
+            + bulk(rs, lin.wgrad[0], k)
+            + bulk(ag, lin.dgrad[2], k)
+            + bulk(rs, lin.wgrad[2], k)
+            + piped(ag, lin.dgrad[1])
+            + piped(ag, lin.dgrad[3]);
+        explain(c, pipelined, ag, rs, &fwd, &bwd, tr);
+        Ok(TpWindows {
+            fwd,
+            bwd,
+            bytes: (4.0 * bytes, 6.0 * bytes),
+            busy: (
+                windows::plus(&windows::scaled(&ag_b, 2.0), &windows::scaled(&rs_b, 2.0)),
+                windows::plus(&windows::scaled(&ag_b, 4.0), &windows::scaled(&rs_b, 2.0)),
+            ),
+        })
+    } else {
+        let (ar, ar_b) = coll_busy(C::AllReduce, bytes, span, c.coll, c.tp_dp_share)?;
+        let fwd = Overlap::exposed(ar * 2.0);
+        let bwd = bulk(ar, lin.wgrad[0], k) + bulk(ar, lin.wgrad[2], k);
+        explain(c, false, ar, Seconds::ZERO, &fwd, &bwd, tr);
+        let two = windows::scaled(&ar_b, 2.0);
+        Ok(TpWindows {
+            fwd,
+            bwd,
+            bytes: (2.0 * bytes, 2.0 * bytes),
+            busy: (two, two),
+        })
+    }
+}
+
+fn explain<T: Trace>(
+    c: &Ctx,
+    pipelined: bool,
+    a: Seconds,
+    b: Seconds,
+    fwd: &Overlap,
+    bwd: &Overlap,
+    tr: &mut T,
+) {
+    if c.plan.tp <= 1 {
+        return;
+    }
+    tr.line(|| {
+        let how = if pipelined {
+            format!(
+                "chunked with its GEMM, n = t = {}: exposed = C/n + (n−1)/n·max(0, C − G·(1+κ·o/G)), κ = {}",
+                c.plan.tp, c.kappa
+            )
+        } else if c.plan.tp_overlap && c.plan.sp {
+            "exposed: the TP group leaves the NVLink domain, where userbuffers overlap cannot run"
+                .to_string()
+        } else if c.plan.tp_overlap {
+            "exposed: TP comm overlap needs sequence parallelism".to_string()
+        } else {
+            "exposed (no TP comm overlap)".to_string()
+        };
+        if c.plan.sp {
+            format!("  TP window, forward: all-gather {a} ×2, reduce-scatter {b} ×2, {how} → exposed {}, interference {}", fwd.exposed, fwd.slowdown)
+        } else {
+            format!("  TP window, forward: all-reduce {a} ×2, {how} → exposed {}", fwd.exposed)
+        }
+    });
+    tr.line(|| {
+        format!(
+            "  TP window, backward: column-parallel collectives under their data/weight-gradient GEMMs (bulk: exposed = max(0, C − G − κ·min(C,G))){} → exposed {}, hidden {}, interference {}",
+            if c.plan.sp { "; row-parallel output-gradient all-gathers as in forward" } else { "" },
+            bwd.exposed,
+            bwd.hidden,
+            bwd.slowdown
+        )
+    });
+}
