@@ -268,7 +268,7 @@ pub(super) fn evaluate<T: Trace>(
     });
     let (times, metrics) = finish(times, flops(m, plan), peak.get(), plan, m.s);
     let memory = stage_memory(&c, params, plan);
-    explain_summary(&c, st.total, &times, &metrics, &memory, tr);
+    explain_summary(&c, st.total, st.slow, &times, &metrics, &memory, tr);
     let groups = [&place.tp, &place.ep, &place.dp, &place.pp].map(GroupDims::from);
     Ok(Estimate {
         plan: *plan,
@@ -395,9 +395,11 @@ fn explain_header<T: Trace>(c: &Ctx, tr: &mut T) {
     });
 }
 
+#[allow(clippy::too_many_arguments)]
 fn explain_summary<T: Trace>(
     c: &Ctx,
     stage: Seconds,
+    stage_slow: Seconds,
     t: &Times,
     x: &super::Metrics,
     mem: &Memory,
@@ -406,8 +408,14 @@ fn explain_summary<T: Trace>(
     let (plan, m) = (c.plan, c.m);
     tr.line(|| {
         format!(
-            "iteration = m·T_stage + bubble + optimizer + exposed DP = {}·{stage} + {} + {} + {} = {}",
-            plan.micro_batches, t.bubble, t.optimizer, t.comm[CommClass::Dp as usize].exposed, t.total
+            "iteration = m·T_stage + bubble + optimizer + exposed PP + exposed DP + DP/PP interference = {}·{stage} + {} + {} + {} + {} + {} = {}",
+            plan.micro_batches,
+            t.bubble,
+            t.optimizer,
+            t.comm[CommClass::Pp as usize].exposed,
+            t.comm[CommClass::Dp as usize].exposed,
+            t.interference - stage_slow * plan.micro_batches as f64,
+            t.total
         )
     });
     tr.line(|| {

@@ -1,0 +1,222 @@
+//! The overlap windows of the estimate (DESIGN.md §6, `estimate::windows`), each rule
+//! checked against a value worked out by hand in the test from the textbook α-β costs.
+//! The networks have zero latency and round bandwidths so that every collective is a
+//! one-line formula: on a switch a ring reduce-scatter or all-gather of n bytes over p
+//! NPUs moves (p−1)/p · n at B; a hierarchical one over 8 × p₂ does the inner phase on n
+//! and the outer one on n/8 (Thakur et al. 2005; Chan et al. 2007).
+
+use approx::assert_relative_eq;
+use astrolabe::catalog;
+use astrolabe::estimate::{self, CommClass, Estimate};
+use astrolabe::network::Topology;
+use astrolabe::parallel::{PlanSpec, Recompute, Schedule};
+use astrolabe::system::System;
+
+/// Interference κ of the presets (Lee et al. 2025 mean GEMM slowdown under overlap).
+const KAPPA: f64 = 0.189;
+
+fn system(topology: &str) -> System {
+    let mut s = catalog::system("dgx-a100").unwrap();
+    s.topology = Topology::parse(topology).unwrap();
+    s
+}
+
+#[track_caller]
+fn run(model: &str, sys: &System, spec: PlanSpec) -> Estimate {
+    let m = catalog::model(model).unwrap();
+    let plan = estimate::plan(&m, sys, &spec).unwrap();
+    estimate::evaluate(&m, sys, &plan).unwrap()
+}
+
+/// GPT 22B (Korthikanti et al. 2022): 48 layers, h = 6144, s = 2048.
+const L: f64 = 48.0;
+const H: f64 = 6144.0;
+const S: f64 = 2048.0;
+
+fn sp_plan(tp: u32, gpus: u32, overlap: bool) -> PlanSpec {
+    PlanSpec {
+        gpus: Some(gpus),
+        tp,
+        micro_batch: 1,
+        global_batch: Some(2 * gpus / tp),
+        sequence_parallel: true,
+        tp_overlap: overlap,
+        flash_attention: true,
+        recompute: Recompute::None,
+        ..PlanSpec::default()
+    }
+}
+
+#[test]
+fn tp_across_nodes_is_exposed_even_with_tp_overlap() {
+    // TP 16 = 8 GPUs of a node × 2 nodes. Per layer and micro-batch, SP exposes in forward
+    // 2 all-gathers + 2 reduce-scatters (userbuffers overlap needs the TP group inside the
+    // NVLink domain) and in backward the 2 all-gathers of the row-parallel output gradients;
+    // the other 4 backward collectives hide under their GEMMs (bandwidths chosen so they
+    // are far shorter). The first/last stage adds the embedding reduce-scatter, the head's
+    // all-gather and backward reduce-scatter, and 3 all-reduces of b·s fp32 values.
+    let (b0, b1) = (2000e9, 200e9);
+    let sys = system("switch(8, 2000GB/s, 0us) x switch(2, 200GB/s, 0us)");
+    let n = S * H * 2.0; // b·s·h bf16 elements
+    let ag = 7.0 / 8.0 * n / b0 + 1.0 / 2.0 * (n / 8.0) / b1;
+    let small = 4.0 * S;
+    let ar_small = 2.0 * 7.0 / 8.0 * small / b0 + 2.0 * 1.0 / 2.0 * (small / 8.0) / b1;
+    let m = 2.0; // global batch 2, dp = 1
+    let per_mb = (6.0 * L + 3.0) * ag + 3.0 * ar_small;
+    for overlap in [true, false] {
+        let e = run("megatron-gpt-22b", &sys, sp_plan(16, 16, overlap));
+        let sp = e.time.class(CommClass::Sp);
+        assert_relative_eq!(sp.exposed.get(), m * per_mb, max_relative = 1e-9);
+    }
+}
+
+#[test]
+fn tp_inside_a_node_exposes_one_chunk_per_collective() {
+    // TP 8 inside the node with TP overlap: each chunked collective (4 in forward, 2
+    // row-parallel all-gathers in backward) exposes C/n with n = t = 8 chunks, as the GEMM
+    // covers the rest; the ends' collectives are not chunked. Without overlap all 6 are
+    // exposed.
+    let b0 = 2000e9;
+    let sys = system("switch(8, 2000GB/s, 0us) x switch(2, 200GB/s, 0us)");
+    let n = S * H * 2.0;
+    let ag = 7.0 / 8.0 * n / b0;
+    let ar_small = 2.0 * 7.0 / 8.0 * (4.0 * S) / b0;
+    let m = 2.0;
+    let ends = 3.0 * ag + 3.0 * ar_small;
+    for (overlap, layer) in [(true, 6.0 * ag / 8.0), (false, 6.0 * ag)] {
+        let e = run("megatron-gpt-22b", &sys, sp_plan(8, 8, overlap));
+        let sp = e.time.class(CommClass::Sp);
+        assert_relative_eq!(
+            sp.exposed.get(),
+            m * (L * layer + ends),
+            max_relative = 1e-9
+        );
+    }
+}
+
+/// `(exposed, interference)` of the DP bucket rule, by hand: `k` buckets, the last exposed,
+/// the rest a bulk window against the last micro-batch's backward `w`.
+fn dp_rule(reduce: f64, k: f64, w: f64) -> (f64, f64) {
+    let last = reduce / k;
+    let rest = reduce - last;
+    let o = rest.min(w);
+    let exposed = last + (rest - w - KAPPA * o).max(0.0);
+    (exposed, KAPPA * o)
+}
+
+#[test]
+fn dp_buckets_hide_behind_the_last_backward_except_the_last() {
+    // Llama 2 7B, TP = PP = 1, DP 16 = 8 × 2, ZeRO-0: a hierarchical all-reduce of the bf16
+    // gradient G = 2·P bytes: reduce-scatter in the node (7/8·G at B0), all-reduce across
+    // the 2 nodes on G/8 (2·1/2·G/8 at B1), all-gather in the node. Megatron's buckets are
+    // max(4·10⁷, 10⁶·dp) parameters: k = ⌈P / 4·10⁷⌉ collectives; with zero latency they
+    // cost the same as one. The window is one micro-batch's backward.
+    let model = catalog::model("llama2-7b").unwrap();
+    let p = model.params();
+    for (b1_gbs, topo) in [
+        (200.0, "switch(8, 2000GB/s, 0us) x switch(2, 200GB/s, 0us)"),
+        (1.0, "switch(8, 2000GB/s, 0us) x switch(2, 1GB/s, 0us)"),
+    ] {
+        let (b0, b1) = (2000e9, b1_gbs * 1e9);
+        let sys = system(topo);
+        let spec = PlanSpec {
+            gpus: Some(16),
+            micro_batch: 1,
+            global_batch: Some(64),
+            flash_attention: true,
+            ..PlanSpec::default()
+        };
+        let e = run("llama2-7b", &sys, spec);
+        let g = 2.0 * p;
+        let reduce = 2.0 * 7.0 / 8.0 * g / b0 + g / 8.0 / b1;
+        let k = (p / 4e7).ceil();
+        let w = e.time.backward.get() / e.plan.micro_batches as f64;
+        let (exposed, slow) = dp_rule(reduce, k, w);
+        let dp = e.time.class(CommClass::Dp);
+        assert_relative_eq!(dp.exposed.get(), exposed, max_relative = 1e-6);
+        assert_relative_eq!(e.time.interference.get(), slow, max_relative = 1e-6);
+    }
+}
+
+#[test]
+fn dp_without_overlap_is_one_exposed_collective() {
+    let sys = system("switch(8, 2000GB/s, 0us) x switch(2, 200GB/s, 0us)");
+    let p = catalog::model("llama2-7b").unwrap().params();
+    let spec = PlanSpec {
+        gpus: Some(16),
+        global_batch: Some(64),
+        dp_overlap: false,
+        flash_attention: true,
+        ..PlanSpec::default()
+    };
+    let e = run("llama2-7b", &sys, spec);
+    let g = 2.0 * p;
+    let reduce = 2.0 * 7.0 / 8.0 * g / 2000e9 + g / 8.0 / 200e9;
+    assert_relative_eq!(
+        e.time.class(CommClass::Dp).exposed.get(),
+        reduce,
+        max_relative = 1e-9
+    );
+    assert_relative_eq!(e.time.interference.get(), 0.0);
+}
+
+#[test]
+fn pipeline_transfers_fill_and_drain_on_the_critical_path() {
+    // Llama 2 7B (untied embeddings), TP 1, PP 4 across 4 nodes, micro-batch 1, m = 8.
+    // One transfer moves b·s·h bf16 = 4096·4096·2 B (Llama 2: s = 4096) over the 100 GB/s
+    // link.
+    // 1F1B: the 2·(p−1) fill/drain hops and the 2 hops per micro-batch are all exposed.
+    // Interleaved (v = 2): fill and drain exposed, the 4 hops per micro-batch hide under
+    // the stage's compute (overlap_p2p_comm).
+    let sys = system("switch(1, 100GB/s, 0us) x switch(4, 100GB/s, 0us)");
+    let hop = 4096.0 * 4096.0 * 2.0 / 100e9;
+    for (schedule, v, exposed) in [
+        (Schedule::OneFOneB, 1, (2.0 * 3.0 + 2.0 * 8.0) * hop),
+        (Schedule::Interleaved, 2, 2.0 * 3.0 * hop),
+    ] {
+        let spec = PlanSpec {
+            gpus: Some(4),
+            pp: 4,
+            global_batch: Some(8),
+            schedule,
+            virtual_stages: v,
+            flash_attention: true,
+            ..PlanSpec::default()
+        };
+        let e = run("llama2-7b", &sys, spec);
+        let pp = e.time.class(CommClass::Pp);
+        assert_relative_eq!(pp.exposed.get(), exposed, max_relative = 1e-9);
+        // Every transfer is either exposed or hidden: fill/drain + m·2v.
+        let all = (2.0 * 3.0 + 8.0 * 2.0 * v as f64) * hop;
+        assert_relative_eq!(pp.exposed.get() + pp.hidden.get(), all, max_relative = 1e-9);
+    }
+}
+
+#[test]
+fn zero3_prefetch_buffers_and_zero2_buckets_count_in_memory() {
+    // ZeRO-3: two layers' gathered bf16 weights and unsharded bf16 gradients
+    // (2·P_l·(2 + 2) bytes); ZeRO-2: two gradient buckets of max(4·10⁷, 10⁶·dp) bf16
+    // parameters. Compared with ZeRO-1 (whose buckets are views into the gradient buffer).
+    let sys = catalog::system("dgx-a100").unwrap().with_gpus(16).unwrap();
+    let spec = |zero| PlanSpec {
+        gpus: Some(16),
+        zero,
+        global_batch: Some(16),
+        flash_attention: true,
+        ..PlanSpec::default()
+    };
+    let buffers = |zero| run("llama2-7b", &sys, spec(zero)).memory.buffers.get();
+    // Llama 2 7B layer: attention 4h² (h = 4096, MHA), SwiGLU MLP 3·h·11008, 2 RMSNorms h.
+    let h = 4096.0;
+    let layer = 4.0 * h * h + 3.0 * h * 11008.0 + 2.0 * h;
+    assert_relative_eq!(
+        buffers(3) - buffers(1),
+        2.0 * layer * 4.0,
+        max_relative = 1e-9
+    );
+    assert_relative_eq!(
+        buffers(2) - buffers(1),
+        2.0 * 4e7 * 2.0,
+        max_relative = 1e-9
+    );
+}
