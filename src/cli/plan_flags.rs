@@ -54,7 +54,7 @@ pub struct PlanFlags {
     /// Do not overlap the DP gradient reduction with backward.
     #[arg(long)]
     pub no_dp_overlap: bool,
-    /// DP bucket size, e.g. 25MB.
+    /// DP bucket size, e.g. 25MB (default: the framework's, Megatron-LM max(4e7, 1e6·dp) parameters, DeepSpeed 5e7 for ZeRO-3)
     #[arg(long)]
     pub dp_bucket: Option<String>,
     /// Overlap TP communication with GEMMs.
