@@ -45,7 +45,7 @@ pub struct CollectiveSpec {
     /// (1 ..= `MAX_CHUNKS`).
     #[serde(default = "one_chunk", deserialize_with = "de::chunks")]
     pub chunks: u32,
-    /// `"baseline"` or `"themis"`.
+    /// `"nccl"` (default), `"baseline"` or `"themis"`.
     #[serde(default, with = "de::schedule")]
     pub schedule: Schedule,
     /// `"auto"` (NCCL's choice: ring for all-reduce, reduce-scatter and all-gather, the
@@ -73,7 +73,7 @@ impl Default for CollectiveSpec {
     fn default() -> Self {
         CollectiveSpec {
             chunks: 1,
-            schedule: Schedule::Baseline,
+            schedule: Schedule::Nccl,
             algorithm: Algorithm::Auto,
             dp_algorithm: None,
         }
@@ -104,12 +104,9 @@ impl CollectiveSpec {
     }
 }
 
-/// `baseline` / `themis`.
+/// `nccl` / `baseline` / `themis`.
 pub fn schedule_name(s: Schedule) -> &'static str {
-    match s {
-        Schedule::Baseline => "baseline",
-        Schedule::Themis => "themis",
-    }
+    s.name()
 }
 
 /// Serde adaptors for the `[collective]` keys (errors carry toml's line and column).
@@ -140,13 +137,11 @@ mod de {
             d: D,
         ) -> std::result::Result<Schedule, D::Error> {
             let s = String::deserialize(d)?;
-            match s.trim().to_ascii_lowercase().as_str() {
-                "baseline" => Ok(Schedule::Baseline),
-                "themis" => Ok(Schedule::Themis),
-                _ => Err(D::Error::custom(format!(
-                    "collective.schedule: unknown schedule '{s}' (expected \"baseline\" or \"themis\")"
-                ))),
-            }
+            Schedule::parse(&s).map_err(|_| {
+                D::Error::custom(format!(
+                    "collective.schedule: unknown schedule '{s}' (expected \"nccl\", \"baseline\" or \"themis\")"
+                ))
+            })
         }
     }
 
