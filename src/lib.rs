@@ -9,6 +9,7 @@
 #![forbid(unsafe_code)]
 
 pub mod astra;
+pub mod calibrate;
 pub mod catalog;
 pub mod cli;
 pub mod collective;

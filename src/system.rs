@@ -34,6 +34,70 @@ pub struct SystemSpec {
     /// `[collective]`: how the estimate runs collectives (omitted when default).
     #[serde(default, skip_serializing_if = "CollectiveSpec::is_default")]
     pub collective: CollectiveSpec,
+    /// `[calibration]`: global time factors fitted by `astrolabe calibrate step`.
+    #[serde(default, skip_serializing_if = "CalibrationSpec::is_default")]
+    pub calibration: CalibrationSpec,
+}
+
+/// `[calibration]` table of a system: measured-over-modelled time factors, fitted by
+/// `astrolabe calibrate step` (`crate::calibrate::step`). `compute` multiplies every
+/// kernel's time (the device's GEMM, attention and memory efficiencies are divided by it
+/// and its kernel overhead multiplied: t = F/(peak·e) + o and t = M/(bw·e) + o scale
+/// exactly); `communication` multiplies every collective's time (each dimension's
+/// bandwidth is divided by it and its latency multiplied: t = s·α + c·n/B scales exactly).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CalibrationSpec {
+    /// Time factor on compute (> 0; 1 = as modelled).
+    #[serde(default = "unit")]
+    pub compute: f64,
+    /// Time factor on communication (> 0; 1 = as modelled).
+    #[serde(default = "unit")]
+    pub communication: f64,
+}
+
+fn unit() -> f64 {
+    1.0
+}
+
+impl Default for CalibrationSpec {
+    fn default() -> Self {
+        CalibrationSpec {
+            compute: 1.0,
+            communication: 1.0,
+        }
+    }
+}
+
+impl CalibrationSpec {
+    /// Whether both factors are 1 (then the table is not written back).
+    pub fn is_default(&self) -> bool {
+        *self == CalibrationSpec::default()
+    }
+
+    /// Applies the factors to a device and a topology (see the type's documentation).
+    pub(crate) fn apply(&self, device: &mut Device, topology: &mut Topology) -> Result<()> {
+        for (k, v) in [
+            ("compute", self.compute),
+            ("communication", self.communication),
+        ] {
+            if !(v > 0.0 && v.is_finite()) {
+                return Err(Error::input(
+                    format!("calibration.{k}"),
+                    format!("must be a finite factor > 0, got {v}"),
+                ));
+            }
+        }
+        let e = &mut device.spec.efficiency;
+        e.gemm /= self.compute;
+        e.memory /= self.compute;
+        e.kernel_overhead = e.kernel_overhead * self.compute;
+        for d in topology.dims_mut() {
+            d.bandwidth = d.bandwidth / self.communication;
+            d.latency = d.latency * self.communication;
+        }
+        Ok(())
+    }
 }
 
 /// `[collective]` table of a system. Values are checked while the TOML is read, so a bad
@@ -200,8 +264,11 @@ pub struct System {
 
 impl System {
     /// Builds a system from its spec and the resolved device.
-    pub fn new(spec: SystemSpec, device: Device) -> Result<System> {
-        let topology = Topology::from_specs(&spec.network.dims)
+    pub fn new(spec: SystemSpec, mut device: Device) -> Result<System> {
+        let mut topology = Topology::from_specs(&spec.network.dims)
+            .map_err(|e| e.context(format!("system '{}'", spec.name)))?;
+        spec.calibration
+            .apply(&mut device, &mut topology)
             .map_err(|e| e.context(format!("system '{}'", spec.name)))?;
         Ok(System {
             collective: spec.collective.options(),
@@ -210,6 +277,15 @@ impl System {
             device,
             topology,
         })
+    }
+
+    /// This system with `cal`'s factors applied on top of its own (the factors multiply).
+    pub fn calibrated(&self, cal: CalibrationSpec) -> Result<System> {
+        let mut s = self.clone();
+        cal.apply(&mut s.device, &mut s.topology)?;
+        s.spec.calibration.compute *= cal.compute;
+        s.spec.calibration.communication *= cal.communication;
+        Ok(s)
     }
 
     /// Whether the collectives run with other than the default options.

@@ -18,7 +18,7 @@ pub mod direct;
 pub mod explain;
 pub mod halving_doubling;
 pub mod in_network;
-mod nccl;
+pub(crate) mod nccl;
 pub mod parameter_server;
 pub mod ring;
 mod themis;

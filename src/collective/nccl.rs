@@ -118,35 +118,50 @@ fn flat_ring_applies(op: Collective, alg: Algorithm, k: usize) -> bool {
         )
 }
 
-/// The ring across all ranks, per active dimension: (steps·α, transfer) in `order`.
-fn flat_ring(op: Collective, size: Bytes, dims: &[Dim], order: &[usize], out: &mut [Phase]) {
+/// The ring across all ranks over groups of `sizes` NPUs (innermost first, all > 1):
+/// per dimension, (latency steps s_d, bytes through each NPU's port there per byte of n).
+/// See the module documentation for the formula.
+pub(crate) fn ring_terms(op: Collective, sizes: &[u32], out: &mut [(f64, f64)]) {
     let w = if op == Collective::AllReduce {
         2.0
     } else {
         1.0
     };
-    let total: f64 = order.iter().map(|&d| dims[d].size as f64).product();
-    let per_edge = size * (w * (total - 1.0) / total);
+    let total: f64 = sizes.iter().map(|&p| p as f64).product();
     let mut inner = 1.0; // Π_{j<d} p_j
-    for (i, &d) in order.iter().enumerate() {
-        let dim = &dims[d];
+    for (i, &p) in sizes.iter().enumerate() {
         let at_or_above = total / inner;
-        let above = if i + 1 == order.len() {
+        let above = if i + 1 == sizes.len() {
             0.0
         } else {
-            at_or_above / dim.size as f64
+            at_or_above / p as f64
         };
         let edges = at_or_above - above;
         let steps = w * (edges - if above == 0.0 { 1.0 } else { 0.0 });
+        out[i] = (steps, (edges / total) * w * (total - 1.0) / total);
+        inner *= p as f64;
+    }
+}
+
+/// The ring across all ranks, per active dimension: (steps·α, transfer) in `order`.
+fn flat_ring(op: Collective, size: Bytes, dims: &[Dim], order: &[usize], out: &mut [Phase]) {
+    let mut sizes = [1u32; MAX_DIMS];
+    for (s, &d) in sizes.iter_mut().zip(order) {
+        *s = dims[d].size;
+    }
+    let mut terms = [(0.0, 0.0); MAX_DIMS];
+    ring_terms(op, &sizes[..order.len()], &mut terms);
+    for (i, &d) in order.iter().enumerate() {
+        let dim = &dims[d];
+        let (steps, per_n) = terms[i];
         out[i] = Phase {
             dim: d,
             op,
             algorithm: Algorithm::Ring,
             size,
             latency: dim.latency * steps,
-            transfer: (per_edge * (edges / total)) / ring_bandwidth(dim),
+            transfer: (size * per_n) / ring_bandwidth(dim),
         };
-        inner *= dim.size as f64;
     }
 }
 
