@@ -11,8 +11,11 @@
 //! errors). Exposed communication depends on a and b through the overlap windows, so the
 //! fit is repeated about the current factors (C_i, E_i re-evaluated with them, multipliers
 //! solved, factors updated) until the multipliers are 1 within 1e-9 (Gauss-Newton on a
-//! model that is linear up to the overlap clamp). With fewer measurements than factors, or
-//! when asked, only the compute factor is fitted: T_i ≈ a·C_i + E_i.
+//! model that is linear up to the overlap clamp). The communication factor is fitted only
+//! from three measurements up (with as many measurements as factors the fit is exact: no
+//! uncertainty, no leave-one-out check, and two rows that differ mainly in communication
+//! give wild factors); otherwise, or when asked, only the compute factor is fitted:
+//! T_i ≈ a·C_i + E_i.
 //!
 //! Each factor is printed with its one-sigma uncertainty (zero when the fit is exact), and
 //! every measurement with its leave-one-out error: the fit repeated without it, at the final
@@ -79,7 +82,7 @@ fn design(ce: &[(f64, f64)], y: &[f64], two: bool) -> (Vec<Vec<f64>>, Vec<f64>) 
 }
 
 /// Fits the factors; `communication` asks for the communication factor too (used only
-/// with at least two points).
+/// with at least three points).
 pub fn fit(points: &[StepPoint], communication: bool) -> Result<StepFit> {
     if points.is_empty() {
         return Err(Error::input(
@@ -87,7 +90,7 @@ pub fn fit(points: &[StepPoint], communication: bool) -> Result<StepFit> {
             "needs at least one measured step",
         ));
     }
-    let two = communication && points.len() >= 2;
+    let two = communication && points.len() >= 3;
     let y: Vec<f64> = points.iter().map(|p| p.measured).collect();
     let w: Vec<f64> = y.iter().map(|t| 1.0 / (t * t)).collect();
     let mut cal = CalibrationSpec::default();
