@@ -23,6 +23,7 @@ pub mod network;
 pub mod parallel;
 pub mod plot;
 pub mod report;
+pub mod sensitivity;
 pub mod sweep;
 pub mod system;
 pub mod units;

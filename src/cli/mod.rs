@@ -9,6 +9,7 @@ pub mod collective;
 pub mod compare;
 pub mod estimate;
 pub mod plan_flags;
+pub mod sensitivity;
 pub mod sweep;
 
 use crate::error::Result;
@@ -46,6 +47,8 @@ pub enum Command {
     Export(astra::ExportArgs),
     /// Fit the model to measurements of your cluster (nccl-tests logs, GEMM times, step times).
     Calibrate(calibrate::CalibrateArgs),
+    /// Elasticity of the iteration time to every parameter, ranked; goal-seek a target.
+    Sensitivity(Box<sensitivity::SensitivityArgs>),
 }
 
 /// Output flags shared by every command.
@@ -71,6 +74,7 @@ pub fn run(cli: &Cli) -> Result<Report> {
         Command::Astra(a) => astra::run(a),
         Command::Export(a) => astra::run_export(a),
         Command::Calibrate(a) => calibrate::run(a),
+        Command::Sensitivity(a) => sensitivity::run(a),
     }
 }
 
@@ -86,5 +90,6 @@ pub fn output_args(cli: &Cli) -> &OutputArgs {
         Command::Astra(a) => &a.out,
         Command::Export(a) => &a.out,
         Command::Calibrate(a) => &a.out,
+        Command::Sensitivity(a) => &a.est.out,
     }
 }
