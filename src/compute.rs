@@ -209,6 +209,25 @@ impl Device {
         &self.spec.name
     }
 
+    /// This device with the `p` matrix peak multiplied by `k` (sensitivity, co-design
+    /// sweeps); a precision the device lacks stays absent.
+    pub fn with_peak_scaled(&self, p: Precision, k: f64) -> Device {
+        let mut d = self.clone();
+        d.peaks[p as usize] *= k;
+        let m = &mut d.spec.matrix;
+        let slot = match p {
+            Precision::Fp16 => &mut m.fp16,
+            Precision::Bf16 => &mut m.bf16,
+            Precision::Fp8 => &mut m.fp8,
+            Precision::Tf32 => &mut m.tf32,
+            Precision::Fp32 => &mut m.fp32,
+        };
+        if let Some(r) = slot {
+            *r = *r * k;
+        }
+        d
+    }
+
     /// HBM capacity.
     pub fn memory(&self) -> Bytes {
         self.spec.memory

@@ -9,6 +9,7 @@
 #![forbid(unsafe_code)]
 
 pub mod astra;
+pub mod calibrate;
 pub mod catalog;
 pub mod cli;
 pub mod collective;
@@ -22,6 +23,7 @@ pub mod network;
 pub mod parallel;
 pub mod plot;
 pub mod report;
+pub mod sensitivity;
 pub mod sweep;
 pub mod system;
 pub mod units;

@@ -76,6 +76,10 @@ pub struct Dim {
     pub latency: Seconds,
     /// The switch reduces in the network (SHARP, NVLS). Only valid on a Switch.
     pub in_network: bool,
+    /// Fraction of the port bandwidth in-network reduction sustains (0 < η ≤ 1; 1 unless
+    /// declared). NCCL's tuning model uses 0.85 for NVLS on Hopper and 0.74 on Blackwell
+    /// (`nvlsEfficiency`, NVIDIA/nccl `src/graph/tuning.cc`).
+    pub in_network_efficiency: f64,
     /// Oversubscription ratio k ≥ 1 of a Switch: under all-to-all load each NPU gets B/k.
     pub oversubscription: f64,
 }
@@ -89,6 +93,7 @@ impl Dim {
             bandwidth,
             latency,
             in_network: false,
+            in_network_efficiency: 1.0,
             oversubscription: 1.0,
         }
         .validated("dimension")
@@ -120,6 +125,13 @@ impl Dim {
                 ),
             ));
         }
+        let eta = self.in_network_efficiency;
+        if !(eta > 0.0 && eta <= 1.0) {
+            return Err(Error::input(
+                what,
+                format!("in-network efficiency must be in (0, 1], got {eta}"),
+            ));
+        }
         if !(self.oversubscription >= 1.0 && self.oversubscription.is_finite()) {
             return Err(Error::input(what, "oversubscription must be ≥ 1"));
         }
@@ -143,7 +155,9 @@ impl fmt::Display for Dim {
             crate::units::plain(self.bandwidth.get(), "B/s"),
             crate::units::plain(self.latency.get(), "s")
         )?;
-        if self.in_network {
+        if self.in_network && self.in_network_efficiency < 1.0 {
+            write!(f, ", in-network={}", self.in_network_efficiency)?;
+        } else if self.in_network {
             f.write_str(", in-network")?;
         }
         if self.oversubscription > 1.0 {
@@ -291,12 +305,23 @@ fn parse_dim(full: &str, part: &str, off: usize) -> Result<Dim> {
         bandwidth,
         latency,
         in_network: false,
+        in_network_efficiency: 1.0,
         oversubscription: 1.0,
     };
     for &(opt, c) in &args[3..] {
         match opt.split_once('=').map(|(k, v)| (k.trim(), v.trim())) {
             None if matches!(opt, "in-network" | "in_network" | "innetwork" | "sharp") => {
                 dim.in_network = true
+            }
+            Some(("in-network" | "in_network" | "nvls", v)) => {
+                dim.in_network = true;
+                dim.in_network_efficiency = v.parse().map_err(|_| {
+                    col_err(
+                        full,
+                        c,
+                        format!("in-network efficiency '{v}' is not a number"),
+                    )
+                })?
             }
             Some(("oversub" | "oversubscription", v)) => {
                 dim.oversubscription =
@@ -311,7 +336,9 @@ fn parse_dim(full: &str, part: &str, off: usize) -> Result<Dim> {
                 return Err(col_err(
                     full,
                     c,
-                    format!("unknown option '{opt}' (expected 'in-network' or 'oversub=K')"),
+                    format!(
+                        "unknown option '{opt}' (expected 'in-network', 'in-network=η' or 'oversub=K')"
+                    ),
                 ));
             }
         }
@@ -337,6 +364,9 @@ pub struct DimSpec {
     /// In-network reduction on a switch (SHARP / NVLS).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub in_network: bool,
+    /// Fraction of the port bandwidth the in-network reduction sustains (0 < η ≤ 1).
+    #[serde(default = "one", skip_serializing_if = "is_one")]
+    pub in_network_efficiency: f64,
     /// Oversubscription ratio of a switch (≥ 1).
     #[serde(default = "one", skip_serializing_if = "is_one")]
     pub oversubscription: f64,
@@ -358,6 +388,7 @@ impl DimSpec {
             bandwidth: self.bandwidth,
             latency: self.latency,
             in_network: self.in_network,
+            in_network_efficiency: self.in_network_efficiency,
             oversubscription: self.oversubscription,
         }
         .validated(what)
@@ -372,6 +403,7 @@ impl From<&Dim> for DimSpec {
             bandwidth: d.bandwidth,
             latency: d.latency,
             in_network: d.in_network,
+            in_network_efficiency: d.in_network_efficiency,
             oversubscription: d.oversubscription,
         }
     }

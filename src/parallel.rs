@@ -197,29 +197,19 @@ pub(crate) fn bad(key: &str, msg: String) -> Error {
 }
 
 impl Plan {
-    /// Gradient bytes per DP bucket: the one given, or the default of the framework the
-    /// plan stands for. Each bucket is one collective and pays its latency, so buckets
-    /// trade latency against overlap:
-    /// - ZeRO-0/1/2 (Megatron-LM DDP and distributed optimizer): `max(4·10⁷, 10⁶·dp)`
-    ///   parameters per bucket, "larger DP sizes need larger buckets to ensure collectives
-    ///   do not become latency-bound" (Megatron-core `DistributedDataParallelConfig`);
-    /// - ZeRO-3 (DeepSpeed): `stage3_prefetch_bucket_size` = 5·10⁷ parameters (DeepSpeed
-    ///   `zero/config.py` default); each layer's gathers and reduce-scatters run in
-    ///   buckets of that many parameters. PyTorch FSDP's per-block wrapping is a bucket of
-    ///   one layer (`--dp-bucket`).
-    ///
-    /// Without DP overlap Megatron-LM does not bucket (one collective).
+    /// Gradient bytes per DP bucket of the gradient reduction (ZeRO 0–2): the one given, or
+    /// Megatron-LM's default of `max(4·10⁷, 10⁶·dp)` parameters, "larger DP sizes need
+    /// larger buckets to ensure collectives do not become latency-bound" (Megatron-core
+    /// `DistributedDataParallelConfig`). Each bucket is one collective and pays its
+    /// latency, so buckets trade latency against overlap. Without DP overlap Megatron-LM
+    /// does not bucket (one collective). ZeRO-3's default is DeepSpeed's prefetch bucket
+    /// (`estimate::transformer::comm::zero3`).
     pub fn dp_bucket_bytes(&self) -> Bytes {
         if let Some(b) = self.dp_bucket {
             return b;
         }
         let g = self.optimizer.bytes_per_param().1;
-        let params = if self.zero == 3 {
-            5e7
-        } else {
-            (1e6 * self.dp as f64).max(4e7)
-        };
-        Bytes::new(params * g)
+        Bytes::new((1e6 * self.dp as f64).max(4e7) * g)
     }
 
     /// Validates `spec` for `model` on `system_gpus` devices (used when `gpus` is unset).

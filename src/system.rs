@@ -42,6 +42,9 @@ pub struct SystemSpec {
     /// ICI, sets all its dimensions.
     #[serde(default = "one_dim", skip_serializing_if = "is_one_dim")]
     pub scale_up_dims: u32,
+    /// `[calibration]`: global time factors fitted by `astrolabe calibrate step`.
+    #[serde(default, skip_serializing_if = "CalibrationSpec::is_default")]
+    pub calibration: CalibrationSpec,
 }
 
 fn one_dim() -> u32 {
@@ -50,6 +53,67 @@ fn one_dim() -> u32 {
 
 fn is_one_dim(n: &u32) -> bool {
     *n == 1
+}
+
+/// `[calibration]` table of a system: measured-over-modelled time factors, fitted by
+/// `astrolabe calibrate step` (`crate::calibrate::step`). `compute` multiplies every
+/// kernel's time (the device's GEMM, attention and memory efficiencies are divided by it
+/// and its kernel overhead multiplied: t = F/(peak·e) + o and t = M/(bw·e) + o scale
+/// exactly); `communication` multiplies every collective's time (each dimension's
+/// bandwidth is divided by it and its latency multiplied: t = s·α + c·n/B scales exactly).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CalibrationSpec {
+    /// Time factor on compute (> 0; 1 = as modelled).
+    #[serde(default = "unit")]
+    pub compute: f64,
+    /// Time factor on communication (> 0; 1 = as modelled).
+    #[serde(default = "unit")]
+    pub communication: f64,
+}
+
+fn unit() -> f64 {
+    1.0
+}
+
+impl Default for CalibrationSpec {
+    fn default() -> Self {
+        CalibrationSpec {
+            compute: 1.0,
+            communication: 1.0,
+        }
+    }
+}
+
+impl CalibrationSpec {
+    /// Whether both factors are 1 (then the table is not written back).
+    pub fn is_default(&self) -> bool {
+        *self == CalibrationSpec::default()
+    }
+
+    /// Applies the factors to a device and a topology (see the type's documentation).
+    pub(crate) fn apply(&self, device: &mut Device, topology: &mut Topology) -> Result<()> {
+        for (k, v) in [
+            ("compute", self.compute),
+            ("communication", self.communication),
+        ] {
+            if !(v > 0.0 && v.is_finite()) {
+                return Err(Error::input(
+                    format!("calibration.{k}"),
+                    format!("must be a finite factor > 0, got {v}"),
+                ));
+            }
+        }
+        let e = &mut device.spec.efficiency;
+        e.gemm /= self.compute;
+        e.memory /= self.compute;
+        e.kernel_overhead = e.kernel_overhead * self.compute;
+        for d in topology.dims_mut() {
+            d.bandwidth = d.bandwidth / self.communication;
+            d.latency = d.latency * self.communication;
+        }
+        Ok(())
+    }
 }
 
 /// `[collective]` table of a system. Values are checked while the TOML is read, so a bad
@@ -61,7 +125,7 @@ pub struct CollectiveSpec {
     /// (1 ..= `MAX_CHUNKS`).
     #[serde(default = "one_chunk", deserialize_with = "de::chunks")]
     pub chunks: u32,
-    /// `"baseline"` or `"themis"`.
+    /// `"nccl"` (default), `"baseline"` or `"themis"`.
     #[serde(default, with = "de::schedule")]
     pub schedule: Schedule,
     /// `"auto"` (NCCL's choice: ring for all-reduce, reduce-scatter and all-gather, the
@@ -89,7 +153,7 @@ impl Default for CollectiveSpec {
     fn default() -> Self {
         CollectiveSpec {
             chunks: 1,
-            schedule: Schedule::Baseline,
+            schedule: Schedule::Nccl,
             algorithm: Algorithm::Auto,
             dp_algorithm: None,
         }
@@ -120,12 +184,9 @@ impl CollectiveSpec {
     }
 }
 
-/// `baseline` / `themis`.
+/// `nccl` / `baseline` / `themis`.
 pub fn schedule_name(s: Schedule) -> &'static str {
-    match s {
-        Schedule::Baseline => "baseline",
-        Schedule::Themis => "themis",
-    }
+    s.name()
 }
 
 /// Serde adaptors for the `[collective]` keys (errors carry toml's line and column).
@@ -156,13 +217,11 @@ mod de {
             d: D,
         ) -> std::result::Result<Schedule, D::Error> {
             let s = String::deserialize(d)?;
-            match s.trim().to_ascii_lowercase().as_str() {
-                "baseline" => Ok(Schedule::Baseline),
-                "themis" => Ok(Schedule::Themis),
-                _ => Err(D::Error::custom(format!(
-                    "collective.schedule: unknown schedule '{s}' (expected \"baseline\" or \"themis\")"
-                ))),
-            }
+            Schedule::parse(&s).map_err(|_| {
+                D::Error::custom(format!(
+                    "collective.schedule: unknown schedule '{s}' (expected \"nccl\", \"baseline\" or \"themis\")"
+                ))
+            })
         }
     }
 
@@ -221,8 +280,11 @@ pub struct System {
 
 impl System {
     /// Builds a system from its spec and the resolved device.
-    pub fn new(spec: SystemSpec, device: Device) -> Result<System> {
-        let topology = Topology::from_specs(&spec.network.dims)
+    pub fn new(spec: SystemSpec, mut device: Device) -> Result<System> {
+        let mut topology = Topology::from_specs(&spec.network.dims)
+            .map_err(|e| e.context(format!("system '{}'", spec.name)))?;
+        spec.calibration
+            .apply(&mut device, &mut topology)
             .map_err(|e| e.context(format!("system '{}'", spec.name)))?;
         Ok(System {
             collective: spec.collective.options(),
@@ -231,6 +293,15 @@ impl System {
             device,
             topology,
         })
+    }
+
+    /// This system with `cal`'s factors applied on top of its own (the factors multiply).
+    pub fn calibrated(&self, cal: CalibrationSpec) -> Result<System> {
+        let mut s = self.clone();
+        cal.apply(&mut s.device, &mut s.topology)?;
+        s.spec.calibration.compute *= cal.compute;
+        s.spec.calibration.communication *= cal.communication;
+        Ok(s)
     }
 
     /// Whether the collectives run with other than the default options.

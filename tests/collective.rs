@@ -364,16 +364,26 @@ fn collective_parameter_server() {
 
 #[test]
 fn collective_in_network() {
-    // SHARP / NVLS: up once, down once: 2α + n/B.
+    // SHARP / NVLS: one step up, one down. All-reduce: the switch reads every NPU's whole
+    // buffer (n out) and multicasts the reduced shards back (n/p out): 2α + n(1 + 1/p)/B.
+    // The others move n through the busiest direction: 2α + n/B.
     let (a, b) = (2e-6, 2e11);
-    for op in [AllReduce, ReduceScatter, AllGather, Reduce, Broadcast] {
+    check(AllReduce, InNetwork, SI, 2.0 * a + 1.125 * N / b);
+    for op in [ReduceScatter, AllGather, Reduce, Broadcast] {
         check(op, InNetwork, SI, 2.0 * a + N / b);
     }
     check(
         AllReduce,
         InNetwork,
         "switch(8, 200GB/s, 2us, in-network, oversub=2)",
-        2.0 * a + N / (b / 2.0),
+        2.0 * a + 1.125 * N / (b / 2.0),
+    );
+    // With NCCL's NVLS efficiency η = 0.85 the switch sustains 0.85·B.
+    check(
+        AllReduce,
+        InNetwork,
+        "switch(8, 200GB/s, 2us, in-network=0.85)",
+        2.0 * a + 1.125 * N / (0.85 * b),
     );
     for op in [AllToAll, Gather, Scatter, SendRecv] {
         unsupported(op, InNetwork, SI, &["in-network", op.name()]);
@@ -401,23 +411,30 @@ fn collective_oversubscription_divides_switch_traffic() {
 
 #[test]
 fn collective_auto_picks_the_fastest() {
-    // In-network beats ring on an in-network switch: 2α + n/B < 14α + 1.75n/B.
-    check(AllReduce, Auto, SI, 2.0 * 2e-6 + N / 2e11);
+    // In-network beats ring on an in-network switch: 2α + 1.125n/B < 14α + 1.75n/B.
+    check(AllReduce, Auto, SI, 2.0 * 2e-6 + 1.125 * N / 2e11);
     // Direct all-to-all on a switch.
     check(AllToAll, Auto, S, 2e-6 + 7.0 / 8.0 * N / 2e11);
     let t = Topology::parse(SI).unwrap();
     let r = collective::time(AllReduce, Bytes::new(N), t.dims(), &Options::default()).unwrap();
     assert_eq!(r.phases()[0].algorithm, InNetwork);
-    // Tiny messages on a ring: direct's 4 hops beat ring's 7 steps.
+    // Tiny messages on a ring: direct's 4 hops beat ring's 7 steps (baseline schedule,
+    // every algorithm a candidate).
     let t = Topology::parse(R).unwrap();
-    let r = collective::time(
+    let all = Options {
+        schedule: astrolabe::collective::Schedule::Baseline,
+        ..Options::default()
+    };
+    let r = collective::time(ReduceScatter, Bytes::new(8.0), t.dims(), &all).unwrap();
+    assert_eq!(r.phases()[0].algorithm, Direct);
+    // The NCCL schedule (default) picks among NCCL's algorithms only: the ring's 7 steps.
+    let nccl = collective::time(
         ReduceScatter,
         Bytes::new(8.0),
         t.dims(),
         &Options::default(),
-    )
-    .unwrap();
-    assert_eq!(r.phases()[0].algorithm, Direct);
+    );
+    assert_eq!(nccl.unwrap().phases()[0].algorithm, Ring);
     assert_relative_eq!(
         r.total.get(),
         4.0 * 5e-7 + 2.0 * 8.0 / 1e11,

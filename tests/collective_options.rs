@@ -314,7 +314,7 @@ fn a_collective_table_survives_with_gpus_and_defaults_change_nothing() {
         "explicit",
         &system(
             "explicit",
-            "chunks = 1\nschedule = \"baseline\"\nalgorithm = \"auto\"",
+            "chunks = 1\nschedule = \"nccl\"\nalgorithm = \"auto\"",
             SWITCH4,
         ),
     );

@@ -1,15 +1,17 @@
 //! The overlap windows of the estimate (DESIGN.md §6, `estimate::windows`), each rule
 //! checked against a value worked out by hand in the test from the textbook α-β costs.
-//! The networks have zero latency and round bandwidths so that every collective is a
-//! one-line formula: on a switch a ring reduce-scatter or all-gather of n bytes over p
-//! NPUs moves (p−1)/p · n at B; a hierarchical one over 8 × p₂ does the inner phase on n
-//! and the outer one on n/8 (Thakur et al. 2005; Chan et al. 2007).
+//! The networks have zero latency and round bandwidths, and the collectives run as plain
+//! hierarchical phases (`schedule = baseline`), so that every collective is a one-line
+//! formula: on a switch a ring reduce-scatter or all-gather of n bytes over p NPUs moves
+//! (p−1)/p · n at B; a hierarchical one over 8 × p₂ does the inner phase on n and the outer
+//! one on n/8 (Thakur et al. 2005; Chan et al. 2007).
 
 use approx::assert_relative_eq;
 use astrolabe::catalog;
+use astrolabe::collective::Schedule;
 use astrolabe::estimate::{self, CommClass, Estimate};
 use astrolabe::network::Topology;
-use astrolabe::parallel::{PlanSpec, Recompute, Schedule};
+use astrolabe::parallel::{PlanSpec, Recompute, Schedule as Pipeline};
 use astrolabe::system::System;
 
 /// Interference κ of the presets (Lee et al. 2025 mean GEMM slowdown under overlap).
@@ -18,6 +20,8 @@ const KAPPA: f64 = 0.189;
 fn system(topology: &str) -> System {
     let mut s = catalog::system("dgx-a100").unwrap();
     s.topology = Topology::parse(topology).unwrap();
+    s.collective.schedule = Schedule::Baseline;
+    s.dp_collective.schedule = Schedule::Baseline;
     s
 }
 
@@ -171,8 +175,8 @@ fn pipeline_transfers_fill_and_drain_on_the_critical_path() {
     let sys = system("switch(1, 100GB/s, 0us) x switch(4, 100GB/s, 0us)");
     let hop = 4096.0 * 4096.0 * 2.0 / 100e9;
     for (schedule, v, exposed) in [
-        (Schedule::OneFOneB, 1, (2.0 * 3.0 + 2.0 * 8.0) * hop),
-        (Schedule::Interleaved, 2, 2.0 * 3.0 * hop),
+        (Pipeline::OneFOneB, 1, (2.0 * 3.0 + 2.0 * 8.0) * hop),
+        (Pipeline::Interleaved, 2, 2.0 * 3.0 * hop),
     ] {
         let spec = PlanSpec {
             gpus: Some(4),

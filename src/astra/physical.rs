@@ -77,6 +77,7 @@ pub fn time(
     let opts = Options {
         algorithm: algorithm(list),
         chunks: sys.splits.max(1),
+        schedule: crate::collective::Schedule::Baseline,
         ..Options::default()
     };
     collective::time(c, Bytes::new(size as f64), &dims, &opts)

@@ -45,7 +45,7 @@ pub struct CollectiveArgs {
     #[arg(long, default_value_t = 1)]
     pub chunks: u32,
     /// Phase scheduling across dimensions: baseline or themis.
-    #[arg(long, default_value = "baseline")]
+    #[arg(long, default_value = "nccl")]
     pub schedule: String,
     /// Print every term's formula with the numbers put in.
     #[arg(long)]
@@ -133,11 +133,7 @@ fn busbw_plot(
 }
 
 fn parse_schedule(s: &str) -> Result<Schedule> {
-    match s.trim().to_ascii_lowercase().as_str() {
-        "baseline" => Ok(Schedule::Baseline),
-        "themis" => Ok(Schedule::Themis),
-        _ => Err(Error::unknown("schedule", s, &["baseline", "themis"])),
-    }
+    Schedule::parse(s)
 }
 
 /// "1GB" → `[1e9]`; "1KiB..1GiB" → 1 KiB, 2 KiB, …, 1 GiB (doubling, nccl-tests `-f 2`).
@@ -274,6 +270,9 @@ fn phase_table(t: &CollectiveTime) -> Result<Table> {
 
 /// "d0 ring, d1 in-network" (an entry per dimension, in order of first use).
 fn algorithms(t: &CollectiveTime) -> String {
+    if t.flat_ring {
+        return "ring across all ranks".into();
+    }
     let mut per_dim: Vec<(usize, Vec<&str>)> = vec![];
     for p in t.phases() {
         let name = p.algorithm.name();
@@ -325,6 +324,24 @@ fn notes(
             "{} chunks; phase times are each phase's busy time over all chunks",
             opts.chunks
         ));
+    }
+    if opts.schedule == Schedule::Nccl && results.iter().any(|(_, t)| t.n_phases > 1) {
+        v.push(
+            "nccl schedule: phases pipelined (latency once, the busiest dimension sets the \
+             rate), or one ring across all ranks (NCCL's tuning model, src/graph/tuning.cc)"
+                .into(),
+        );
+    }
+    if results.iter().any(|(_, t)| {
+        t.phases()
+            .iter()
+            .any(|p| p.algorithm == Algorithm::InNetwork)
+    }) {
+        v.push(
+            "in-network (NVLS/SHARP): the wire carries n(1 + 1/p) at most η·B; its busbw is the \
+             bandwidth a ring would need to match it (nccl-tests' convention), so it may exceed B"
+                .into(),
+        );
     }
     if opts.schedule == Schedule::Themis {
         let used = results

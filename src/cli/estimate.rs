@@ -41,6 +41,21 @@ pub struct EstimateArgs {
 
 /// Runs `astrolabe estimate`.
 pub fn run(a: &EstimateArgs) -> Result<Report> {
+    let (sc, _, tokens) = scenario(a)?;
+    let (e, lines) = if a.explain {
+        estimate::explain(&sc.model, &sc.system, &sc.plan)?
+    } else {
+        (
+            estimate::evaluate(&sc.model, &sc.system, &sc.plan)?,
+            Vec::new(),
+        )
+    };
+    report::build(&sc.model, &sc.system, &e, tokens, lines)
+}
+
+/// The scenario the flags describe (with `--scenario` as the base), its plan as written,
+/// and the token budget.
+pub fn scenario(a: &EstimateArgs) -> Result<(estimate::scenario::Scenario, PlanSpec, Option<f64>)> {
     let (mut spec, base) = match &a.scenario {
         Some(path) => {
             let text = std::fs::read_to_string(path).map_err(|source| Error::Io {
@@ -80,13 +95,5 @@ pub fn run(a: &EstimateArgs) -> Result<Report> {
         Some(t) => Some(parse_count("--tokens", t)?),
         None => sc.tokens,
     };
-    let (e, lines) = if a.explain {
-        estimate::explain(&sc.model, &sc.system, &sc.plan)?
-    } else {
-        (
-            estimate::evaluate(&sc.model, &sc.system, &sc.plan)?,
-            Vec::new(),
-        )
-    };
-    report::build(&sc.model, &sc.system, &e, tokens, lines)
+    Ok((sc, spec.plan, tokens))
 }

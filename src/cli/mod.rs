@@ -2,11 +2,14 @@
 //! their own file; `run` returns a [`Report`] and never prints, `main.rs` prints.
 
 pub mod astra;
+pub mod calibrate;
+pub mod calibrate_more;
 pub mod catalog;
 pub mod collective;
 pub mod compare;
 pub mod estimate;
 pub mod plan_flags;
+pub mod sensitivity;
 pub mod sweep;
 
 use crate::error::Result;
@@ -42,6 +45,10 @@ pub enum Command {
     Astra(astra::AstraArgs),
     /// Write inputs for other tools (ASTRA-sim network, system and Chakra traces).
     Export(astra::ExportArgs),
+    /// Fit the model to measurements of your cluster (nccl-tests logs, GEMM times, step times).
+    Calibrate(calibrate::CalibrateArgs),
+    /// Elasticity of the iteration time to every parameter, ranked; goal-seek a target.
+    Sensitivity(Box<sensitivity::SensitivityArgs>),
 }
 
 /// Output flags shared by every command.
@@ -66,6 +73,8 @@ pub fn run(cli: &Cli) -> Result<Report> {
         Command::Show(a) => catalog::run_show(a),
         Command::Astra(a) => astra::run(a),
         Command::Export(a) => astra::run_export(a),
+        Command::Calibrate(a) => calibrate::run(a),
+        Command::Sensitivity(a) => sensitivity::run(a),
     }
 }
 
@@ -80,5 +89,7 @@ pub fn output_args(cli: &Cli) -> &OutputArgs {
         Command::Show(a) => &a.out,
         Command::Astra(a) => &a.out,
         Command::Export(a) => &a.out,
+        Command::Calibrate(a) => &a.out,
+        Command::Sensitivity(a) => &a.est.out,
     }
 }

@@ -21,6 +21,9 @@
 //! Σ_phases t(n/C) + (C−1)·max_phase t(n/C) with "phase" read as a dimension's share; the
 //! two agree whenever each dimension carries one phase. C = 1 gives Σ_s t_s(n).
 //!
+//! **NCCL** (`Schedule::Nccl`, the default): pipelined phases and one ring across all
+//! ranks, in `nccl.rs`; chunks do not apply there.
+//!
 //! **Themis** (`Schedule::Themis`, Rashidi et al. ISCA'22): for all-reduce, reduce-scatter
 //! and all-gather each chunk picks its own dimension order, greedily: the first position
 //! of the reduce-scatter order (the largest share, c bytes; the next gets c/p of the first
@@ -181,9 +184,18 @@ pub(super) fn time(
         total: Seconds::ZERO,
         n_phases: 0,
         phases: [EMPTY_PHASE; 2 * MAX_DIMS],
-        schedule: Schedule::Baseline,
+        schedule: if opts.schedule == Schedule::Nccl {
+            Schedule::Nccl
+        } else {
+            Schedule::Baseline
+        },
+        flat_ring: false,
     };
     if k == 0 {
+        return Ok(out);
+    }
+    if opts.schedule == Schedule::Nccl {
+        super::nccl::time(op, size, dims, &order[..k], opts, &mut out)?;
         return Ok(out);
     }
     baseline(op, size, dims, &order[..k], opts, &mut out)?;
@@ -214,6 +226,9 @@ pub(super) fn total(op: Collective, size: Bytes, dims: &[Dim], opts: &Options) -
     let (order, k) = active_dims(size, dims, opts)?;
     if k == 0 {
         return Ok(Seconds::ZERO);
+    }
+    if opts.schedule == Schedule::Nccl {
+        return super::nccl::total(op, size, dims, &order[..k], opts.algorithm);
     }
     let mut slots = [EMPTY_SLOT; 2 * MAX_DIMS];
     let ns = plan(op, dims, &order[..k], false, &mut slots);

@@ -37,6 +37,15 @@ pub fn explain(
     t: &CollectiveTime,
 ) -> Result<Vec<String>> {
     let npus: u64 = dims.iter().map(|d| d.size as u64).product();
+    if t.flat_ring {
+        return Ok(flat_ring(op, size, dims, t, npus));
+    }
+    let nccl = Options { chunks: 1, ..*opts };
+    let opts = if opts.schedule == Schedule::Nccl {
+        &nccl
+    } else {
+        opts
+    };
     let c = opts.chunks as f64;
     let mut out = vec![format!(
         "{} of {} per NPU on {npus} NPUs{}:",
@@ -139,8 +148,47 @@ fn themis_phase(i: usize, ph: &super::Phase, d: &Dim, cost: &super::Cost, c: u32
     ]
 }
 
+/// The ring across all ranks (NCCL schedule): one line per dimension it crosses.
+fn flat_ring(
+    op: Collective,
+    size: Bytes,
+    dims: &[Dim],
+    t: &CollectiveTime,
+    npus: u64,
+) -> Vec<String> {
+    let w = if op == Collective::AllReduce { 2 } else { 1 };
+    let mut out = vec![format!(
+        "{} of {} per NPU as one ring across all P = {npus} ranks (NCCL ring; w = {w} passes, \
+         each edge carries w(P−1)/P·n; E_d of the P edges cross dimension d, shared by every NPU's port there):",
+        op.name(),
+        fmt_bytes(size)
+    )];
+    for ph in t.phases() {
+        let d = &dims[ph.dim];
+        out.push(format!(
+            "  dimension {} {d}: latency = {} steps × {} = {}; transfer = (E_d/P)·w(P−1)/P·n / b = {}",
+            ph.dim,
+            sig(ph.latency.get() / d.latency.get().max(f64::MIN_POSITIVE)),
+            d.latency,
+            ph.latency,
+            ph.transfer
+        ));
+    }
+    out.push(format!(
+        "T = Σ_d latency_d + max_d transfer_d = {}",
+        precise(t.total)
+    ));
+    out
+}
+
 /// How the phases add up.
 fn total_line(t: &CollectiveTime, opts: &Options) -> String {
+    if t.schedule == Schedule::Nccl && t.n_phases > 1 {
+        return format!(
+            "T = Σ_s latency_s + max_d Σ_(s on d) transfer_s (phases pipelined, NCCL) = {}",
+            precise(t.total)
+        );
+    }
     if opts.chunks <= 1 {
         let terms: Vec<String> = t.phases().iter().map(|p| p.time().to_string()).collect();
         let sum = if terms.is_empty() {

@@ -18,6 +18,7 @@ pub mod direct;
 pub mod explain;
 pub mod halving_doubling;
 pub mod in_network;
+pub(crate) mod nccl;
 pub mod parameter_server;
 pub mod ring;
 mod themis;
@@ -174,8 +175,13 @@ impl Algorithm {
 /// How phases of a multi-dimensional collective are scheduled.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum Schedule {
-    /// Fixed order: reduce-scatter innermost → outermost, all-gather back.
+    /// As NCCL runs it (`nccl.rs`): phases pipelined (latency once, the busiest dimension
+    /// sets the rate) and, for all-reduce, reduce-scatter and all-gather, one ring across
+    /// all ranks; the faster is kept under `auto`. Chunks do not apply.
     #[default]
+    Nccl,
+    /// Fixed order: reduce-scatter innermost → outermost, all-gather back, `chunks`
+    /// pipelined (ASTRA-sim's baseline).
     Baseline,
     /// Themis-style (ISCA'22) greedy per-chunk ordering that balances the dimensions' load.
     Themis,
@@ -197,8 +203,31 @@ impl Default for Options {
         Options {
             algorithm: Algorithm::Auto,
             chunks: 1,
-            schedule: Schedule::Baseline,
+            schedule: Schedule::Nccl,
         }
+    }
+}
+
+impl Schedule {
+    /// Every schedule, in display order.
+    pub const ALL: [Schedule; 3] = [Schedule::Nccl, Schedule::Baseline, Schedule::Themis];
+
+    /// The command-line and TOML name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Schedule::Nccl => "nccl",
+            Schedule::Baseline => "baseline",
+            Schedule::Themis => "themis",
+        }
+    }
+
+    /// Parses a name with did-you-mean.
+    pub fn parse(s: &str) -> Result<Schedule> {
+        let norm = s.trim().to_ascii_lowercase();
+        Schedule::ALL
+            .into_iter()
+            .find(|x| x.name() == norm)
+            .ok_or_else(|| Error::unknown("schedule", s, &["nccl", "baseline", "themis"]))
     }
 }
 
@@ -240,6 +269,9 @@ pub struct CollectiveTime {
     /// The schedule the result follows: `Themis` only when it was asked for and its greedy
     /// ordering beat the baseline order.
     pub schedule: Schedule,
+    /// The phases are one ring across all ranks (one entry per dimension it crosses), not
+    /// hierarchical phases (NCCL schedule only).
+    pub flat_ring: bool,
 }
 
 impl CollectiveTime {
@@ -386,6 +418,7 @@ mod tests {
         let s = Dim::new(DimKind::Switch, 8, Bandwidth::new(50e9), Seconds::new(1e-6)).unwrap();
         let o = Options {
             algorithm: Algorithm::Ring,
+            schedule: Schedule::Baseline,
             ..Options::default()
         };
         let t = time(Collective::AllReduce, Bytes::new(1e9), &[r, s], &o).unwrap();

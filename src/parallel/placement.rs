@@ -41,6 +41,7 @@ impl Span {
         bandwidth: Bandwidth::new(1.0),
         latency: Seconds::ZERO,
         in_network: false,
+        in_network_efficiency: 1.0,
         oversubscription: 1.0,
     };
     const EMPTY: Span = Span {

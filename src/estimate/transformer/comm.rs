@@ -206,7 +206,12 @@ pub(super) fn zero3<T: Trace>(
     }
     let pl = c.layer_params;
     let outside = (params - nb.layers * pl).max(0.0);
-    let bucket = plan.dp_bucket_bytes().get();
+    // Collectives per layer: ⌈P_l·g / bucket⌉, the bucket given or DeepSpeed's
+    // `stage3_prefetch_bucket_size` of 5·10⁷ parameters (DeepSpeed `zero/config.py`): each
+    // prefetch is one coalesced all-gather of at most that many parameters. (A submodule
+    // larger than the bucket is fetched whole, in fewer, larger collectives; PyTorch FSDP
+    // gathers one per wrapped block: `--dp-bucket` of a layer.)
+    let bucket = plan.dp_bucket.map_or(5e7 * g, |b| b.get());
     let k = (pl * g / bucket).ceil().max(1.0);
     let k_out = (outside * g / bucket).ceil().max(1.0);
     let (ag, ag_b) = bucketed(C::AllGather, pl * c.e, k, c)?;
@@ -233,8 +238,7 @@ pub(super) fn zero3<T: Trace>(
         let wb = bulk(comm_b, layer.bwd.free() + layer.rec.free(), c.kappa);
         tr.line(|| {
             format!(
-                "ZeRO-3 windows per layer and micro-batch ({k} buckets of {} per layer, each paying the collective's latency): all-gather {ag} of {} under the previous layer's forward {} → exposed {}; {gathers}−1 all-gathers + reduce-scatter {} under the layer's recompute + backward {} → exposed {}; ×{windows_n} windows; exposed outright {fixed} (first gathers, last reduce-scatter, embedding and head)",
-                plan.dp_bucket_bytes(),
+                "ZeRO-3 windows per layer and micro-batch ({k} buckets per layer, each a collective paying its latency): all-gather {ag} of {} under the previous layer's forward {} → exposed {}; {gathers}−1 all-gathers + reduce-scatter {} under the layer's recompute + backward {} → exposed {}; ×{windows_n} windows; exposed outright {fixed} (first gathers, last reduce-scatter, embedding and head)",
                 Bytes::new(pl * c.e),
                 layer.fwd.free(),
                 wf.exposed,
