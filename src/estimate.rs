@@ -51,15 +51,17 @@ pub enum CommClass {
     Pp = 3,
     /// Data-parallel gradient reduction and ZeRO gathers.
     Dp = 4,
+    /// Context-parallel key/value exchange (ring) or all-to-alls (Ulysses).
+    Cp = 5,
 }
 
 impl CommClass {
     /// All classes, in order.
-    pub const ALL: [CommClass; 5] = [Self::Tp, Self::Sp, Self::Ep, Self::Pp, Self::Dp];
+    pub const ALL: [CommClass; 6] = [Self::Tp, Self::Sp, Self::Ep, Self::Pp, Self::Dp, Self::Cp];
 
     /// Short name ("TP").
     pub fn name(self) -> &'static str {
-        ["TP", "SP", "EP", "PP", "DP"][self as usize]
+        ["TP", "SP", "EP", "PP", "DP", "CP"][self as usize]
     }
 }
 
@@ -89,7 +91,7 @@ pub struct Times {
     /// Pipeline bubble (idle).
     pub bubble: Seconds,
     /// Communication per [`CommClass`].
-    pub comm: [Comm; 5],
+    pub comm: [Comm; 6],
     /// Iteration time: the sum of compute, exposed communication, bubble and optimizer.
     pub total: Seconds,
 }

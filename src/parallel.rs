@@ -4,11 +4,15 @@
 //! multiple of dp × micro-batch. [`Placement`] maps each group onto network dimensions,
 //! innermost first (TP on the fastest), as DESIGN.md §4.
 
+mod context;
 mod placement;
+mod stages;
 
+pub use context::CpKind;
 pub use placement::{Placement, Span};
+pub use stages::{SplitSpec, Stages};
 
-use crate::compute::Precision;
+use crate::compute::{Fp8Recipe, Precision};
 use crate::error::{Error, Result};
 use crate::model::{Model, ModelKind};
 use crate::units::{Bytes, serde_units};
@@ -89,6 +93,28 @@ pub struct PlanSpec {
     pub pp: u32,
     /// Expert-parallel degree (MoE; carved out of DP).
     pub ep: u32,
+    /// Context-parallel degree (sequence split for attention; Megatron-LM `--cp`).
+    pub cp: u32,
+    /// Context-parallel algorithm: ring (KV blocks point to point) or a2a (Ulysses).
+    pub cp_kind: CpKind,
+    /// Sequence length (default: the model's).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub seq_len: Option<u32>,
+    /// Explicit layers per pipeline stage (length pp).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub layers_per_stage: Option<Vec<u32>>,
+    /// Layers on the first stage (the rest split evenly; Megatron-LM).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub first_stage_layers: Option<u32>,
+    /// Layers on the last stage.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_stage_layers: Option<u32>,
+    /// Count the embedding as one layer in the pipeline split (Megatron-LM).
+    pub account_for_embedding: bool,
+    /// Count the output head and loss as one layer in the pipeline split.
+    pub account_for_loss: bool,
+    /// FP8 scaling recipe (for `precision = "fp8"`).
+    pub fp8_recipe: Fp8Recipe,
     /// Sequence parallelism (Korthikanti et al. 2022 §4.2.2) on the TP group.
     pub sequence_parallel: bool,
     /// Micro-batch size b (sequences).
@@ -128,6 +154,15 @@ impl Default for PlanSpec {
             tp: 1,
             pp: 1,
             ep: 1,
+            cp: 1,
+            cp_kind: CpKind::Ring,
+            seq_len: None,
+            layers_per_stage: None,
+            first_stage_layers: None,
+            last_stage_layers: None,
+            account_for_embedding: false,
+            account_for_loss: false,
+            fp8_recipe: Fp8Recipe::Delayed,
             sequence_parallel: false,
             micro_batch: 1,
             global_batch: None,
@@ -149,7 +184,7 @@ impl Default for PlanSpec {
 /// A validated plan. `Copy`, so sweeps can build millions of them.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Plan {
-    /// Devices = dp · tp · pp.
+    /// Devices = dp · tp · pp · cp.
     pub gpus: u32,
     /// Data-parallel degree.
     pub dp: u32,
@@ -159,6 +194,16 @@ pub struct Plan {
     pub pp: u32,
     /// Expert-parallel degree (divides dp).
     pub ep: u32,
+    /// Context-parallel degree c (devices = dp · tp · pp · c).
+    pub cp: u32,
+    /// Context-parallel algorithm.
+    pub cp_kind: CpKind,
+    /// Sequence length s (the model's unless overridden).
+    pub seq_len: u32,
+    /// Layers per pipeline stage.
+    pub stages: Stages,
+    /// FP8 scaling recipe.
+    pub fp8_recipe: Fp8Recipe,
     /// Sequence parallel.
     pub sp: bool,
     /// Micro-batch b.
@@ -203,28 +248,33 @@ impl Plan {
             ("tp", s.tp),
             ("pp", s.pp),
             ("ep", s.ep),
+            ("cp", s.cp),
             ("micro_batch", s.micro_batch),
+            ("seq_len", s.seq_len.unwrap_or(1)),
         ] {
             if v == 0 {
                 return Err(bad(k, "must be ≥ 1".into()));
             }
         }
         let gpus = s.gpus.unwrap_or(system_gpus);
-        let tp_pp = s.tp * s.pp;
+        let tp_pp = s.tp * s.pp * s.cp;
         let dp = match s.dp {
             Some(d) => d,
             None if gpus.is_multiple_of(tp_pp) => gpus / tp_pp,
             None => {
                 return Err(bad(
                     "gpus",
-                    format!("{gpus} is not a multiple of tp·pp = {tp_pp}"),
+                    format!("{gpus} is not a multiple of tp·pp·cp = {tp_pp}"),
                 ));
             }
         };
         if dp == 0 || dp * tp_pp != gpus {
             return Err(bad(
                 "dp",
-                format!("dp·tp·pp = {}·{}·{} ≠ gpus = {gpus}", dp, s.tp, s.pp),
+                format!(
+                    "dp·tp·pp·cp = {}·{}·{}·{} ≠ gpus = {gpus}",
+                    dp, s.tp, s.pp, s.cp
+                ),
             ));
         }
         let gb = s.global_batch.unwrap_or(dp * s.micro_batch);
@@ -269,12 +319,28 @@ impl Plan {
         if !dp.is_multiple_of(s.ep) {
             return Err(bad("ep", format!("{} must divide dp = {dp}", s.ep)));
         }
+        let (layers, model_seq) = match &model.kind {
+            ModelKind::Transformer(t) => (t.layers, t.s as u32),
+            _ => (s.pp, 1),
+        };
+        let split = SplitSpec {
+            explicit: s.layers_per_stage.as_deref(),
+            first: s.first_stage_layers,
+            last: s.last_stage_layers,
+            embedding_as_layer: s.account_for_embedding,
+            loss_as_layer: s.account_for_loss,
+        };
         let plan = Plan {
             gpus,
             dp,
             tp: s.tp,
             pp: s.pp,
             ep: s.ep,
+            cp: s.cp,
+            cp_kind: s.cp_kind,
+            seq_len: s.seq_len.unwrap_or(model_seq),
+            stages: Stages::new(layers, s.pp, &split)?,
+            fp8_recipe: s.fp8_recipe,
             sp: s.sequence_parallel && s.tp > 1,
             micro_batch: s.micro_batch,
             global_batch: gb,
@@ -313,15 +379,16 @@ impl Plan {
                         format!("{} and the {} KV heads do not divide", self.tp, t.kv_heads),
                     ));
                 }
-                if !t.layers.is_multiple_of(self.pp * self.v) {
+                if t.layers < self.pp * self.v {
                     return Err(bad(
                         "pp",
                         format!(
-                            "pp·v = {}·{} does not divide the {} layers",
+                            "pp·v = {}·{} model chunks for {} layers leave a chunk empty",
                             self.pp, self.v, t.layers
                         ),
                     ));
                 }
+                context::check(self, t)?;
                 if !t.experts.is_multiple_of(self.ep) {
                     return Err(bad(
                         "ep",
@@ -330,9 +397,9 @@ impl Plan {
                 }
             }
             ModelKind::Dlrm(_) | ModelKind::Layered(_) => {
-                if self.tp > 1 || self.pp > 1 || self.ep > 1 {
+                if self.tp > 1 || self.pp > 1 || self.ep > 1 || self.cp > 1 {
                     return Err(bad(
-                        "tp/pp/ep",
+                        "tp/pp/ep/cp",
                         format!("'{}' supports data parallelism only", model.name()),
                     ));
                 }
@@ -341,7 +408,7 @@ impl Plan {
         Ok(())
     }
 
-    /// Layers per pipeline stage: L / p.
+    /// Layers of an even pipeline stage: L / p (the split may be uneven: see `stages`).
     pub fn layers_per_stage(&self, layers: u32) -> u32 {
         layers / self.pp
     }

@@ -18,7 +18,9 @@
 //! 2022 §4.2.2).
 
 mod comm;
+mod cp;
 mod layer;
+mod lowp;
 
 use super::{Comm, CommClass, Estimate, GroupDims, Times, Trace, finish, overlap};
 use crate::compute::Device;
@@ -48,6 +50,12 @@ struct Pass {
     ep: Seconds,
     /// Bytes of that communication.
     ep_bytes: f64,
+    /// CP communication exposed.
+    cp: Seconds,
+    /// CP communication hidden behind the attention blocks.
+    cp_hidden: Seconds,
+    /// Bytes of that communication.
+    cp_bytes: f64,
 }
 
 impl Pass {
@@ -72,6 +80,9 @@ impl Pass {
             tp_bytes: self.tp_bytes + o.tp_bytes * k,
             ep: self.ep + o.ep * k,
             ep_bytes: self.ep_bytes + o.ep_bytes * k,
+            cp: self.cp + o.cp * k,
+            cp_hidden: self.cp_hidden + o.cp_hidden * k,
+            cp_bytes: self.cp_bytes + o.cp_bytes * k,
         }
     }
 }
@@ -103,15 +114,17 @@ struct Ctx<'a> {
     attn_peak: FlopRate,
     plan: &'a Plan,
     place: &'a Placement,
+    /// Main-loop speedup of the linear GEMMs over 16-bit (peak / 16-bit peak).
+    speedup: f64,
     /// Options of the collectives (the system's `[collective]` table).
     coll: &'a crate::collective::Options,
     /// Options of the data-parallel reduction (`dp_algorithm` applied).
     dp_coll: &'a crate::collective::Options,
     /// Bytes per activation element.
     e: f64,
-    /// Tokens per micro-batch b·s.
+    /// Tokens per micro-batch on this rank, b·s/c.
     tokens: f64,
-    /// Elements of the residual stream b·s·h.
+    /// Elements of the residual stream on this rank, b·s·h/c.
     r: f64,
     /// The part of the residual stream each TP rank touches in replicated ops.
     rep: f64,
@@ -119,7 +132,8 @@ struct Ctx<'a> {
 
 impl Ctx<'_> {
     fn gemm(&self, m: f64, n: f64, k: f64, batch: f64) -> Seconds {
-        self.dev.gemm_time(self.peak, m, n, k, batch)
+        self.dev
+            .gemm_time_at(self.peak, self.speedup, m, n, k, batch)
     }
     fn attn_gemm(&self, m: f64, n: f64, k: f64, batch: f64) -> Seconds {
         self.dev.gemm_time(self.attn_peak, m, n, k, batch)
@@ -136,8 +150,8 @@ impl Ctx<'_> {
     }
 }
 
-/// Per-micro-batch time of a stage: compute + exposed TP/SP/EP (TP hidden behind GEMMs
-/// when TP overlap is on) + PP; returns (time, exposed tp, hidden tp, ep).
+/// Per-micro-batch time of a stage: compute + exposed TP/SP/EP/CP (TP hidden behind GEMMs
+/// when TP overlap is on) + PP; returns (time, exposed tp, hidden tp, ep + cp).
 fn stage_time(b: &Block, pp: Seconds, tp_overlap: bool) -> (Seconds, Seconds, Seconds, Seconds) {
     let mut exp = Seconds::ZERO;
     let mut hid = Seconds::ZERO;
@@ -146,7 +160,7 @@ fn stage_time(b: &Block, pp: Seconds, tp_overlap: bool) -> (Seconds, Seconds, Se
         exp += e;
         hid += h + p.tp_hidden;
     }
-    let ep = b.fwd.ep + b.bwd.ep + b.rec.ep;
+    let ep = b.fwd.ep + b.bwd.ep + b.rec.ep + b.fwd.cp + b.bwd.cp + b.rec.cp;
     (
         b.fwd.compute() + b.bwd.compute() + b.rec.compute() + exp + ep + pp,
         exp,
@@ -164,13 +178,17 @@ pub(super) fn evaluate<T: Trace>(
     tr: &mut T,
 ) -> Result<Estimate> {
     let dev = &sys.device;
+    let seq = m.with_seq_len(plan.seq_len);
+    let m = &seq;
     let peak = dev.peak(plan.precision)?;
-    let attn_peak = match plan.precision {
-        crate::compute::Precision::Fp8 => dev.peak(crate::compute::Precision::Bf16).unwrap_or(peak),
-        _ => peak,
+    let attn_peak = if plan.precision.is_low() {
+        dev.peak(crate::compute::Precision::Bf16).unwrap_or(peak)
+    } else {
+        peak
     };
     let (t, b) = (plan.tp as f64, plan.micro_batch as f64);
-    let r = b * m.s * m.h;
+    let tokens = b * m.s / plan.cp as f64;
+    let r = tokens * m.h;
     let rep = if plan.sp { r / t } else { r };
     let e = plan.precision.activation_bytes();
     let c = Ctx {
@@ -180,16 +198,35 @@ pub(super) fn evaluate<T: Trace>(
         attn_peak,
         plan,
         place,
+        speedup: peak.get() / attn_peak.get(),
         coll: &sys.collective,
         dp_coll: &sys.dp_collective,
         e,
-        tokens: b * m.s,
+        tokens,
         r,
         rep,
     };
     explain_header(&c, tr);
     let lay = layer(&c, tr)?;
+    let dense_model = m.dense_layer();
+    let dense = if m.dense_layers > 0 {
+        layer(
+            &Ctx {
+                m: &dense_model,
+                ..c
+            },
+            tr,
+        )?
+    } else {
+        lay
+    };
     let (first, last) = ends(&c, tr)?;
+    // The first `dense_layers` layers (dense MLP) sit on the first stage; MTP modules
+    // (one layer and one more head each) on the last.
+    let nd = m.dense_layers.min(plan.stages.first) as f64;
+    let first = first.add(dense, nd).add(lay, -nd);
+    let mtp = m.mtp_layers as f64;
+    let last = last.add(lay, mtp).add(last, mtp);
     let (pp1, pp_bytes) = pp_comm(&c)?;
     let (worst, st, bubble) = pipeline(&c, &lay, &first, &last, pp1, tr);
     let mb = plan.micro_batches as f64;
@@ -213,10 +250,16 @@ pub(super) fn evaluate<T: Trace>(
         bytes: Bytes::new(tp_bytes),
     };
     let ep_bytes = (worst.fwd.ep_bytes + worst.bwd.ep_bytes + worst.rec.ep_bytes) * mb;
+    let cp_exposed = worst.fwd.cp + worst.bwd.cp + worst.rec.cp;
     times.comm[CommClass::Ep as usize] = Comm {
-        exposed: st.3 * mb,
+        exposed: (st.3 - cp_exposed) * mb,
         hidden: Seconds::ZERO,
         bytes: Bytes::new(ep_bytes),
+    };
+    times.comm[CommClass::Cp as usize] = Comm {
+        exposed: cp_exposed * mb,
+        hidden: (worst.fwd.cp_hidden + worst.bwd.cp_hidden + worst.rec.cp_hidden) * mb,
+        bytes: Bytes::new((worst.fwd.cp_bytes + worst.bwd.cp_bytes + worst.rec.cp_bytes) * mb),
     };
     let params = stage_params(m, plan);
     let (emb_sync, emb_bytes) = embedding_sync(&c)?;
@@ -248,10 +291,14 @@ pub(super) fn evaluate<T: Trace>(
     })
 }
 
-/// The stage compositions: `L/p` layers, plus the embedding on the first stage and the
-/// head on the last (both on the only stage when p = 1). Returns the slowest stage, its
-/// (time, exposed TP, hidden TP, EP) per micro-batch, and the bubble
-/// `(p − 1)/v · T_mid` (Narayanan et al. SC'21 §2.2).
+/// The stage compositions (`plan.stages`: even or uneven split), plus the embedding on
+/// the first stage and the head on the last (both on the only stage when p = 1).
+/// Returns the slowest stage, its (time, exposed TP, hidden TP, EP + CP) per
+/// micro-batch, and the bubble. With stage times `T_i`, a 1F1B pipeline of `m`
+/// micro-batches takes `Σ_i T_i + (m − 1)·max_i T_i` (the fill and drain pass through
+/// every other stage once; Narayanan et al. SC'21 §2.2 for equal stages, where it is
+/// `(m + p − 1)·T`); interleaving over `v` chunks divides the fill and drain by `v`:
+/// bubble = `(Σ_i T_i − max_i T_i) / v`.
 fn pipeline<T: Trace>(
     c: &Ctx,
     lay: &Block,
@@ -261,36 +308,45 @@ fn pipeline<T: Trace>(
     tr: &mut T,
 ) -> (Block, (Seconds, Seconds, Seconds, Seconds), Seconds) {
     let plan = c.plan;
-    let mid = Block::default().add(*lay, (c.m.layers / plan.pp) as f64);
-    let candidates = if plan.pp == 1 {
-        let all = mid.add(*first, 1.0).add(*last, 1.0);
-        [all, all]
+    let st = plan.stages;
+    let run = |b: &Block| stage_time(b, pp1, plan.tp_overlap);
+    let n = |k: u32| Block::default().add(*lay, k as f64);
+    let (worst, sum) = if plan.pp == 1 {
+        let all = n(st.first).add(*first, 1.0).add(*last, 1.0);
+        (all, run(&all).0)
     } else {
-        [mid.add(*first, 1.0), mid.add(*last, 1.0)]
+        let f = n(st.first).add(*first, 1.0);
+        let l = n(st.last).add(*last, 1.0);
+        let mid = n(st.mid_max);
+        let per_layer_mid = run(&n(1)).0 - pp1;
+        let mids = per_layer_mid * st.mid_sum as f64 + pp1 * (plan.pp - 2) as f64;
+        let sum = run(&f).0 + run(&l).0 + mids;
+        let worst = [f, l, mid]
+            .into_iter()
+            .filter(|b| b.fwd.compute() > Seconds::ZERO)
+            .max_by(|a, b| run(a).0.get().total_cmp(&run(b).0.get()))
+            .unwrap_or(f);
+        (worst, sum)
     };
-    let s0 = stage_time(&candidates[0], pp1, plan.tp_overlap);
-    let s1 = stage_time(&candidates[1], pp1, plan.tp_overlap);
-    let (worst, st) = if s1.0 > s0.0 {
-        (candidates[1], s1)
+    let stt = run(&worst);
+    let bubble = if plan.pp == 1 {
+        Seconds::ZERO
     } else {
-        (candidates[0], s0)
+        (sum - stt.0) / plan.v as f64
     };
-    let mid_time = stage_time(&mid, pp1, plan.tp_overlap).0;
-    let bubble = mid_time * ((plan.pp - 1) as f64 / plan.v as f64);
     tr.line(|| {
         format!(
-            "stage per micro-batch: {} (slowest), {mid_time} (middle); PP per micro-batch {pp1}",
-            st.0
+            "stages: layers first {}, middle up to {} ({} in all), last {}; slowest stage per micro-batch {}; PP per micro-batch {pp1}",
+            st.first, st.mid_max, st.mid_sum, st.last, stt.0
         )
     });
     tr.line(|| {
         format!(
-            "bubble = (p−1)/v · T_mid = {}/{} · {mid_time} = {bubble}",
-            plan.pp - 1,
-            plan.v
+            "bubble = (Σ_i T_i − max_i T_i)/v = ({sum} − {})/{} = {bubble}",
+            stt.0, plan.v
         )
     });
-    (worst, st, bubble)
+    (worst, stt, bubble)
 }
 
 /// (model, hardware) FLOPs per iteration: `3 · F_fwd/token · B · s`; hardware adds the
@@ -357,33 +413,33 @@ fn explain_summary<T: Trace>(
     });
     tr.line(|| {
         format!(
-            "activations = per layer {} × L/p = {} × in flight {:.3} = {} (Korthikanti et al. 2022 Eq. 1-6)",
+            "activations = per layer {} / cp × first-stage layers {} × in flight {:.3} = {} (Korthikanti et al. 2022 Eq. 1-6)",
             Bytes::new(memory::layer_activation_bytes(m, plan, m.bias)),
-            m.layers / plan.pp,
+            plan.stages.first,
             memory::in_flight(plan),
             mem.activations
         )
     });
 }
 
-/// Parameters held by the device of the largest stage: `L/p` layers (experts divided by
-/// EP) split over TP, plus the embedding (V·h/t) on the first and, with tied weights and
-/// p > 1, a copy on the last stage.
+/// Parameters held by the device of the stage with the most: its layers (experts
+/// divided by EP) split over TP, plus the embedding (V·h/t) on the first and, untied or
+/// with tied weights and p > 1, the output head on the last.
 fn stage_params(m: &Transformer, plan: &Plan) -> f64 {
-    let lp = (m.layers / plan.pp) as f64;
-    let layer =
-        m.attn_params + m.experts as f64 / plan.ep as f64 * m.mlp_params + m.other_layer_params;
-    let emb = m.embedding_params / plan.tp as f64;
-    let ends = if plan.pp == 1 {
-        emb
-    } else {
-        emb.max(if m.tied {
-            m.v * m.h / plan.tp as f64
-        } else {
-            emb
-        })
-    };
-    lp * layer / plan.tp as f64 + ends
+    let st = plan.stages;
+    let t = plan.tp as f64;
+    let layer = m.attn_params
+        + m.experts as f64 / plan.ep as f64 * m.mlp_params
+        + m.shared_params
+        + m.other_layer_params;
+    let emb = m.embedding_params / t;
+    if plan.pp == 1 {
+        return st.first as f64 * layer / t + emb;
+    }
+    let head = if m.tied { m.v * m.h / t } else { emb };
+    let first = st.first as f64 * layer / t + emb;
+    let last = st.last as f64 * layer / t + head;
+    first.max(last).max(st.mid_max as f64 * layer / t)
 }
 
 /// Optimizer step, memory-bound over the local optimizer shard (Megatron-LM's
@@ -396,30 +452,47 @@ fn stage_params(m: &Transformer, plan: &Plan) -> f64 {
 fn optimizer_time(c: &Ctx, params: f64) -> Seconds {
     let g = c.plan.optimizer.bytes_per_param().1;
     let shard = if c.plan.zero >= 1 {
-        c.plan.dp as f64
+        (c.plan.dp * c.plan.cp) as f64
     } else {
         1.0
+    };
+    // Low-precision weight copies are refreshed once per iteration (Transformer Engine
+    // caches them across micro-batches): read 2 B, write the copies.
+    let recast = lowp::weight_copy_bytes(c.plan.precision, c.plan.fp8_recipe);
+    let recast = if recast > 0.0 {
+        params * (2.0 + recast)
+    } else {
+        0.0
     };
     let unscale = if c.plan.precision == crate::compute::Precision::Fp16 {
         2.0 * g
     } else {
         0.0
     };
-    c.mem(params / shard * (30.0 + 3.0 * g + unscale), 8.0)
+    c.mem(params / shard * (30.0 + 3.0 * g + unscale) + recast, 8.0)
 }
 
-/// Memory of the first pipeline stage (the most activations in flight).
+/// Memory of the stage with the most activations: the first stage holds `in_flight`
+/// micro-batches of its layers, the second one fewer (1F1B); ZeRO shards over DP × CP;
+/// CP divides every activation by `c`; FP8-family precisions keep their weight copies.
 fn stage_memory(c: &Ctx, params: f64, plan: &Plan) -> Memory {
-    let states = memory::model_states(params, plan.optimizer, plan.zero, plan.dp);
-    let per_layer = memory::layer_activation_bytes(c.m, plan, c.m.bias);
-    let lp = (c.m.layers / plan.pp) as f64;
-    let acts = per_layer * lp * memory::in_flight(plan);
+    let mut states = memory::model_states(params, plan.optimizer, plan.zero, plan.dp * plan.cp);
+    states[0] += params * lowp::weight_copy_bytes(plan.precision, plan.fp8_recipe);
+    let per_layer = memory::layer_activation_bytes(c.m, plan, c.m.bias) / plan.cp as f64;
+    let st = plan.stages;
+    let fl = memory::in_flight(plan);
+    let second = if plan.pp > 2 {
+        st.mid_max as f64 * fl * (plan.pp - 1) as f64 / plan.pp as f64
+    } else {
+        0.0
+    };
+    let acts = per_layer * (st.first as f64 * fl).max(second);
     let logits = if plan.pp == 1 {
         c.tokens * c.m.v / plan.tp as f64 * 4.0
     } else {
         0.0
     };
-    let bucket = if plan.dp > 1 {
+    let bucket = if plan.dp * plan.cp > 1 {
         2.0 * plan.dp_bucket.get()
     } else {
         0.0

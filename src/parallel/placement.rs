@@ -26,6 +26,10 @@ pub struct Span {
 pub struct Placement {
     /// Tensor (and sequence) parallel group.
     pub tp: Span,
+    /// Context-parallel group (next to TP, as Megatron-LM's `tp-cp-ep-dp-pp`).
+    pub cp: Span,
+    /// The ranks that hold the same weights: CP × DP (gradients reduce over them).
+    pub dp_cp: Span,
     /// Expert-parallel group (inner part of DP).
     pub ep: Span,
     /// Data-parallel group.
@@ -110,7 +114,7 @@ impl Cursor<'_> {
 }
 
 impl Placement {
-    /// Maps the plan's groups onto `dims` (innermost first): TP, then DP (EP first within
+    /// Maps the plan's groups onto `dims` (innermost first): TP, CP, then DP (EP first within
     /// it), then PP, or TP, PP, DP with [`Order::TpPpDp`]. Errors when a group does not
     /// align with the dimension sizes or the plan needs more devices than the topology has.
     pub fn new(plan: &Plan, dims: &[Dim]) -> Result<Placement> {
@@ -127,6 +131,7 @@ impl Placement {
             left: dims.first().map_or(1, |d| d.size),
         };
         let tp = c.take(plan.tp, "tp")?;
+        let cp = c.take(plan.cp, "cp")?;
         let (ep, dp, pp);
         match plan.order {
             Order::TpDpPp => {
@@ -142,7 +147,15 @@ impl Placement {
                 dp = merge(&ep, &rest, plan.dp);
             }
         }
-        Ok(Placement { tp, ep, dp, pp })
+        let dp_cp = merge(&cp, &dp, plan.cp * plan.dp);
+        Ok(Placement {
+            tp,
+            cp,
+            dp_cp,
+            ep,
+            dp,
+            pp,
+        })
     }
 }
 

@@ -113,7 +113,7 @@ pub(super) fn dp_comm<T: Trace>(c: &Ctx, params: f64, worst: &Block, tr: &mut T)
     let plan = c.plan;
     let g = plan.optimizer.bytes_per_param().1;
     let (grad, weights) = (params * g, params * c.e);
-    let dp = &c.place.dp;
+    let dp = &c.place.dp_cp;
     if plan.zero == 3 {
         let ag = coll(C::AllGather, weights, dp, c.dp_coll)?;
         let rs = coll(C::ReduceScatter, grad, dp, c.dp_coll)?;

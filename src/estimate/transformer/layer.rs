@@ -3,71 +3,101 @@
 //! memory-bound kernels from the bytes they move.
 
 use super::comm::{ep_comm, tp_comm};
+use super::cp::cp_comm;
+use super::lowp;
 use super::{Block, Ctx, Pass};
 use crate::collective::Collective as C;
 use crate::error::Result;
 use crate::estimate::{Trace, coll, overlap};
+use crate::model::Split;
 use crate::parallel::Recompute;
 use crate::units::{Bytes, Seconds};
 
 /// Linear layers of one transformer layer: forward and backward GEMM time, and the
 /// weight-gradient and data-gradient time of the column-parallel layers (QKV, MLP in),
-/// behind which Megatron-LM overlaps backward TP communication.
-pub(super) fn linears<T: Trace>(c: &Ctx, tr: &mut T) -> (Seconds, Seconds, Seconds, Seconds) {
+/// behind which Megatron-LM overlaps backward TP communication. The attention
+/// projections come from the model (`Attention::projections`: GQA or MLA); MoE layers
+/// add their routed experts (grouped GEMMs of `b·s·k·ep/E` tokens each), shared experts
+/// and router.
+pub(super) fn linears<T: Trace>(
+    c: &Ctx,
+    tr: &mut T,
+) -> (Seconds, Seconds, Seconds, Seconds, Seconds, Seconds) {
     let (m, t) = (c.m, c.plan.tp as f64);
-    let kv_rank = (m.kv_heads as f64 / t).max(1.0);
-    let qkv_n = m.h / t + 2.0 * kv_rank * m.d;
     let g = if m.gated { 2.0 } else { 1.0 };
-    let mut shapes = [
-        (c.tokens, qkv_n, m.h, 1.0),
-        (c.tokens, m.h, m.h / t, 1.0),
-        (0.0, 0.0, 0.0, 0.0),
-        (0.0, 0.0, 0.0, 0.0),
-        (0.0, 0.0, 0.0, 0.0),
-    ];
+    let mut shapes = [(0.0, 0.0, 0.0, 0.0, false); 10];
+    for (i, &(n, k, split)) in m.attn.projections(m.h, t).iter().enumerate() {
+        shapes[i] = (c.tokens, n, k, 1.0, split == Split::Col);
+    }
     if m.experts > 1 {
         let (e, ep, k) = (m.experts as f64, c.plan.ep as f64, m.top_k as f64);
         let per_expert = c.tokens * k * ep / e;
-        shapes[2] = (per_expert, g * m.f / t, m.h, e / ep);
-        shapes[3] = (per_expert, m.h, m.f / t, e / ep);
-        shapes[4] = (c.tokens, e, m.h, 1.0);
+        shapes[5] = (per_expert, g * m.f / t, m.h, e / ep, true);
+        shapes[6] = (per_expert, m.h, m.f / t, e / ep, false);
+        shapes[7] = (c.tokens, e, m.h, 1.0, false);
+        if m.shared_f > 0.0 {
+            shapes[8] = (c.tokens, g * m.shared_f / t, m.h, 1.0, true);
+            shapes[9] = (c.tokens, m.h, m.shared_f / t, 1.0, false);
+        }
     } else {
-        shapes[2] = (c.tokens, g * m.f / t, m.h, 1.0);
-        shapes[3] = (c.tokens, m.h, m.f / t, 1.0);
+        shapes[5] = (c.tokens, g * m.f / t, m.h, 1.0, true);
+        shapes[6] = (c.tokens, m.h, m.f / t, 1.0, false);
     }
     let (mut f, mut b) = (Seconds::ZERO, Seconds::ZERO);
     let (mut wgrad, mut dgrad) = (Seconds::ZERO, Seconds::ZERO);
-    for (i, &(mm, n, k, batch)) in shapes.iter().enumerate() {
-        if mm <= 0.0 {
+    // Elements quantized before the low-precision GEMMs: inputs (forward) and output
+    // gradients (backward); the router stays 16-bit.
+    let (mut cast_in, mut cast_grad) = (0.0, 0.0);
+    for (i, &(mm, n, k, batch, col)) in shapes.iter().enumerate() {
+        if mm <= 0.0 || n <= 0.0 {
             continue;
         }
-        let (tf, tb) = c.linear(mm, n, k, batch);
+        let (tf, tb) = if i == 7 {
+            let (f, d) = (c.attn_gemm(mm, n, k, batch), c.attn_gemm(mm, k, n, batch));
+            (f, d + c.attn_gemm(k, n, mm, batch))
+        } else {
+            cast_in += mm * k * batch;
+            cast_grad += mm * n * batch;
+            c.linear(mm, n, k, batch)
+        };
         f += tf;
         b += tb;
-        if i == 0 || i == 2 {
+        if col {
             let dg = c.gemm(mm, k, n, batch);
             dgrad += dg;
             wgrad += tb - dg;
         }
         tr.line(|| {
-            let name = ["QKV", "attention projection", "MLP in", "MLP out", "router"][i];
+            let name = ["attention in", "attention in (2)", "attention in (3)", "attention in (4)", "attention out", "MLP in", "MLP out", "router", "shared MLP in", "shared MLP out"][i];
             format!(
                 "  GEMM {name}: M={mm} N={n} K={k} ×{batch}: efficiency {:.1}% of peak → fwd {tf}, bwd {tb}",
                 100.0 * c.dev.gemm_efficiency(mm, n, k, batch)
             )
         });
     }
-    (f, b, wgrad, dgrad)
+    let cast = |el: f64| {
+        let (bytes, kernels) = lowp::cast(c.plan.precision, c.plan.fp8_recipe, el);
+        if bytes > 0.0 {
+            c.mem(bytes, kernels * 4.0)
+        } else {
+            Seconds::ZERO
+        }
+    };
+    (f, b, wgrad, dgrad, cast(cast_in), cast(cast_grad))
 }
 
 /// Attention core (QKᵀ, softmax, dropout, attention·V) on a rank's a/t heads:
 /// (forward, backward) time; unfused as Megatron-LM 2022, or fused (flash).
 pub(super) fn attention<T: Trace>(c: &Ctx, tr: &mut T) -> (Seconds, Seconds) {
+    // With CP each rank holds s/c queries against all s keys (load-balanced causal
+    // chunks: the same work on every rank).
     let (m, s) = (c.m, c.m.s);
+    let sq = s / c.plan.cp as f64;
     let batch = c.plan.micro_batch as f64 * m.heads as f64 / c.plan.tp as f64;
     let eff = c.dev.spec.efficiency.attention;
-    let qk = c.attn_gemm(s, s, m.d, batch);
-    let av = c.attn_gemm(s, m.d, s, batch);
+    let (dqk, dv) = (m.attn.qk_d, m.attn.v_d);
+    let qk = c.attn_gemm(sq, s, dqk, batch);
+    let av = c.attn_gemm(sq, dv, s, batch);
     if c.plan.flash_attention {
         // Fused kernel: 2 GEMMs forward, 5 backward (recomputes QKᵀ); causal skips half.
         let half = if m.causal { 0.5 } else { 1.0 };
@@ -75,12 +105,13 @@ pub(super) fn attention<T: Trace>(c: &Ctx, tr: &mut T) -> (Seconds, Seconds) {
         tr.line(|| format!("  attention (fused): fwd {f}, bwd = 2.5 × fwd"));
         return (f, f * 2.5);
     }
-    let scores = batch * s * s;
+    let scores = batch * sq * s;
     let drop = if m.bias { 5.0 } else { 0.0 };
     let f = (qk + av) / eff + c.mem(scores * (4.0 + drop), 2.0);
-    let bwd_gemm = (c.attn_gemm(s, m.d, s, batch) * 2.0
-        + c.attn_gemm(s, s, m.d, batch)
-        + c.attn_gemm(s, m.d, s, batch))
+    let bwd_gemm = (c.attn_gemm(sq, dqk, s, batch)
+        + c.attn_gemm(s, dqk, sq, batch)
+        + c.attn_gemm(sq, s, dv, batch)
+        + c.attn_gemm(s, dv, sq, batch))
         / eff;
     let b = bwd_gemm + c.mem(scores * (6.0 + drop), 2.0);
     tr.line(|| {
@@ -95,9 +126,10 @@ pub(super) fn attention<T: Trace>(c: &Ctx, tr: &mut T) -> (Seconds, Seconds) {
 /// One transformer layer for one micro-batch on one TP rank.
 pub(super) fn layer<T: Trace>(c: &Ctx, tr: &mut T) -> Result<Block> {
     let m = c.m;
-    let (lin_f, lin_b, wgrad, dgrad) = linears(c, tr);
+    let (lin_f, lin_b, wgrad, dgrad, cast_f, cast_b) = linears(c, tr);
     let (att_f, att_b) = attention(c, tr);
-    let act = c.tokens * m.f / c.plan.tp as f64 * m.top_k as f64;
+    let cpc = cp_comm(c, att_f, att_b)?;
+    let act = c.tokens * (m.f * m.top_k as f64 + m.shared_f) / c.plan.tp as f64;
     let (act_f, act_b) = if m.gated { (6.0, 10.0) } else { (4.0, 6.0) };
     let (bda_f, bda_b) = if m.bias { (7.0, 5.0) } else { (6.0, 2.0) };
     // Forward: LayerNorm ×2 (read + write, 4 B/elem) and bias-dropout-add ×2 (7 B/elem)
@@ -105,9 +137,7 @@ pub(super) fn layer<T: Trace>(c: &Ctx, tr: &mut T) -> Result<Block> {
     // dropout ×2 (5 B/elem), autograd's sum of the two gradients reaching each residual
     // input ×2 (6 B/elem), and bias gradients (column sums: read the output gradient of
     // QKV and of the two row-parallel layers, 2 B/elem).
-    let qkv_out = c.tokens
-        * (m.h + 2.0 * (m.kv_heads as f64 / c.plan.tp as f64).max(1.0) * m.d * c.plan.tp as f64)
-        / c.plan.tp as f64;
+    let qkv_out = c.tokens * m.attn.qkv_width(c.plan.tp as f64);
     let bias_grads = if m.bias {
         2.0 * qkv_out + 2.0 * 2.0 * c.rep
     } else {
@@ -123,12 +153,15 @@ pub(super) fn layer<T: Trace>(c: &Ctx, tr: &mut T) -> Result<Block> {
     let (ep1, ep_b1) = ep_comm(c)?;
     let fwd = Pass {
         gemm: lin_f + att_f,
-        mem: mem_f,
+        mem: mem_f + cast_f,
         tp: tp.fwd,
         tp_hidden: Seconds::ZERO,
         tp_bytes: tp.bytes,
         ep: ep1,
         ep_bytes: ep_b1,
+        cp: cpc.fwd.0,
+        cp_hidden: cpc.fwd.1,
+        cp_bytes: cpc.bytes.0,
     };
     // Backward (Megatron-LM 2022, LinearWithGradAccumulationAndAsyncCommunication): the
     // column-parallel layers' input-gradient all-reduce (reduce-scatter with SP) runs
@@ -139,10 +172,13 @@ pub(super) fn layer<T: Trace>(c: &Ctx, tr: &mut T) -> Result<Block> {
     let (e2, h2) = overlap(tp.bwd_under_dgrad, dgrad, true);
     let bwd = Pass {
         gemm: lin_b + att_b,
-        mem: mem_b,
+        mem: mem_b + cast_b,
         tp: tp.bwd_exposed + e1 + e2,
         tp_hidden: h1 + h2,
         tp_bytes: tp.bytes_bwd,
+        cp: cpc.bwd.0,
+        cp_hidden: cpc.bwd.1,
+        cp_bytes: cpc.bytes.1,
         ..fwd
     };
     let (tp1, tp_b1) = (tp.fwd, tp.bytes);
