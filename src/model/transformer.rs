@@ -217,7 +217,8 @@ impl Transformer {
             dense_layers: if experts > 1 { moe.dense_layers } else { 0 },
             mtp_layers: spec.mtp_layers,
             v: spec.vocab as f64,
-            s: spec.seq_len as f64,
+            // Set by `with_seq_len` below, which also adds the position table.
+            s: 0.0,
             gated,
             experts,
             top_k: moe.top_k,
