@@ -207,6 +207,18 @@ pub fn plan_extras(model: &Model, p: &Plan) -> Vec<(&'static str, String)> {
     if p.cp > 1 {
         out.push(("CP", format!("{} ({})", p.cp, p.cp_kind.name())));
     }
+    if p.hsdp > 1 {
+        out.push((
+            "HSDP",
+            format!("shard groups of {}, {} replicas", p.hsdp, p.dp / p.hsdp),
+        ));
+    }
+    if p.lora_rank > 0 {
+        out.push((
+            "LoRA rank",
+            format!("{} (base weights frozen)", p.lora_rank),
+        ));
+    }
     if let Some(t) = model.transformer() {
         if p.seq_len != t.s as u32 {
             out.push(("sequence length", p.seq_len.to_string()));

@@ -115,6 +115,19 @@ pub struct PlanSpec {
     pub account_for_loss: bool,
     /// FP8 scaling recipe (for `precision = "fp8"`).
     pub fp8_recipe: Fp8Recipe,
+    /// LoRA adapter rank (0: full training or SFT; > 0: frozen base weights).
+    pub lora_rank: u32,
+    /// HSDP shard-group size (ZeRO-3 within groups of this many DP ranks, replicated
+    /// across them); unset: shard over all of DP.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hsdp: Option<u32>,
+    /// Expert tensor parallelism: the TP degree of the expert MLPs (Megatron-LM
+    /// `--expert-tensor-parallel-size`; default: tp). Must divide tp.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub etp: Option<u32>,
+    /// Tokens of the busiest expert over the mean (routing load imbalance, ≥ 1); with a
+    /// capacity factor and padding, the capacity factor.
+    pub moe_imbalance: f64,
     /// Sequence parallelism (Korthikanti et al. 2022 §4.2.2) on the TP group.
     pub sequence_parallel: bool,
     /// Micro-batch size b (sequences).
@@ -163,6 +176,10 @@ impl Default for PlanSpec {
             account_for_embedding: false,
             account_for_loss: false,
             fp8_recipe: Fp8Recipe::Delayed,
+            lora_rank: 0,
+            hsdp: None,
+            etp: None,
+            moe_imbalance: 1.0,
             sequence_parallel: false,
             micro_batch: 1,
             global_batch: None,
@@ -204,6 +221,14 @@ pub struct Plan {
     pub stages: Stages,
     /// FP8 scaling recipe.
     pub fp8_recipe: Fp8Recipe,
+    /// LoRA rank (0 = every weight trains).
+    pub lora_rank: u32,
+    /// HSDP shard-group size (0 = none: ZeRO shards over all of DP × CP).
+    pub hsdp: u32,
+    /// Expert tensor-parallel degree (divides tp).
+    pub etp: u32,
+    /// Busiest expert's tokens over the mean (≥ 1).
+    pub moe_imbalance: f64,
     /// Sequence parallel.
     pub sp: bool,
     /// Micro-batch b.
@@ -238,6 +263,30 @@ pub struct Plan {
 
 pub(crate) fn bad(key: &str, msg: String) -> Error {
     Error::Unsupported(format!("invalid plan: {key}: {msg}"))
+}
+
+/// HSDP: the shard group divides DP and holds whole EP groups; it shards ZeRO-3 style
+/// (zero = 3) and is not combined with CP here.
+fn check_hsdp(g: u32, dp: u32, s: &PlanSpec) -> Result<()> {
+    if g == 0 || !dp.is_multiple_of(g) || !g.is_multiple_of(s.ep) {
+        return Err(bad(
+            "hsdp",
+            format!(
+                "shard group {g} must divide dp = {dp} and be a multiple of ep = {}",
+                s.ep
+            ),
+        ));
+    }
+    if s.zero != 3 {
+        return Err(bad(
+            "hsdp",
+            "needs zero = 3 (the shards are ZeRO-3/FSDP shards)".into(),
+        ));
+    }
+    if s.cp > 1 {
+        return Err(bad("hsdp", "with cp > 1 is not modelled".into()));
+    }
+    Ok(())
 }
 
 impl Plan {
@@ -319,6 +368,18 @@ impl Plan {
         if !dp.is_multiple_of(s.ep) {
             return Err(bad("ep", format!("{} must divide dp = {dp}", s.ep)));
         }
+        if let Some(g) = s.hsdp {
+            check_hsdp(g, dp, s)?;
+        }
+        if s.etp.is_some_and(|e| e == 0 || !s.tp.is_multiple_of(e)) {
+            return Err(bad("etp", format!("must divide tp = {}", s.tp)));
+        }
+        if !(s.moe_imbalance >= 1.0 && s.moe_imbalance.is_finite()) {
+            return Err(bad(
+                "moe_imbalance",
+                format!("must be ≥ 1, got {}", s.moe_imbalance),
+            ));
+        }
         let (layers, model_seq) = match &model.kind {
             ModelKind::Transformer(t) => (t.layers, t.s as u32),
             _ => (s.pp, 1),
@@ -341,6 +402,10 @@ impl Plan {
             seq_len: s.seq_len.unwrap_or(model_seq),
             stages: Stages::new(layers, s.pp, &split)?,
             fp8_recipe: s.fp8_recipe,
+            lora_rank: s.lora_rank,
+            hsdp: s.hsdp.unwrap_or(0),
+            etp: s.etp.unwrap_or(s.tp),
+            moe_imbalance: s.moe_imbalance,
             sp: s.sequence_parallel && s.tp > 1,
             micro_batch: s.micro_batch,
             global_batch: gb,

@@ -54,6 +54,20 @@ pub struct PlanFlags {
     /// FP8 scaling recipe: delayed, current, block.
     #[arg(long)]
     pub fp8_recipe: Option<String>,
+    /// LoRA fine-tuning with adapters of this rank (frozen base weights).
+    #[arg(long)]
+    pub lora_rank: Option<u32>,
+    /// Expert tensor-parallel degree (Megatron-LM; default tp, must divide it).
+    #[arg(long)]
+    pub etp: Option<u32>,
+    /// MoE load imbalance: the busiest expert's tokens over the mean (or the capacity
+    /// factor when experts pad to capacity), ≥ 1.
+    #[arg(long, value_name = "RATIO")]
+    pub moe_imbalance: Option<f64>,
+    /// HSDP: shard (ZeRO-3) within groups of this many DP ranks, replicate across them
+    /// (implies --zero 3).
+    #[arg(long, value_name = "GROUP")]
+    pub hsdp: Option<u32>,
     /// Sequence parallelism on the TP group.
     #[arg(long)]
     pub sequence_parallel: bool,
@@ -114,7 +128,7 @@ impl PlanFlags {
         macro_rules! set {
             ($($f:ident),*) => { $(if let Some(v) = self.$f { p.$f = v; })* };
         }
-        set!(tp, pp, ep, cp, micro_batch);
+        set!(tp, pp, ep, cp, micro_batch, lora_rank);
         p.seq_len = self.seq_len.or(p.seq_len);
         p.first_stage_layers = self.first_stage_layers.or(p.first_stage_layers);
         p.last_stage_layers = self.last_stage_layers.or(p.last_stage_layers);
@@ -149,11 +163,16 @@ impl PlanFlags {
             p.recompute =
                 parse_enum::<Recompute>("--recompute", s, &["none", "selective", "full"])?;
         }
-        p.zero = if self.fsdp {
+        p.zero = if self.fsdp || self.hsdp.is_some() {
             3
         } else {
             self.zero.unwrap_or(p.zero)
         };
+        p.hsdp = self.hsdp.or(p.hsdp);
+        p.etp = self.etp.or(p.etp);
+        if let Some(x) = self.moe_imbalance {
+            p.moe_imbalance = x;
+        }
         if let Some(b) = &self.dp_bucket {
             p.dp_bucket = parse_bytes("--dp-bucket", b)?;
         }
@@ -179,15 +198,18 @@ impl PlanFlags {
             ("pp", self.pp),
             ("ep", self.ep),
             ("cp", self.cp),
+            ("lora_rank", self.lora_rank),
             ("seq_len", self.seq_len),
             ("first_stage_layers", self.first_stage_layers),
             ("last_stage_layers", self.last_stage_layers),
             ("micro_batch", self.micro_batch),
             ("global_batch", self.global_batch),
             ("virtual_stages", self.virtual_stages),
+            ("hsdp", self.hsdp),
+            ("etp", self.etp),
             (
                 "zero",
-                if self.fsdp {
+                if self.fsdp || self.hsdp.is_some() {
                     Some(3)
                 } else {
                     self.zero.map(u32::from)
@@ -216,6 +238,9 @@ impl PlanFlags {
             if let Some(v) = v {
                 t.insert(k.into(), Value::String(v.clone()));
             }
+        }
+        if let Some(x) = self.moe_imbalance {
+            t.insert("moe_imbalance".into(), Value::Float(x));
         }
         if let Some(l) = &self.layers_per_stage {
             let list = l.iter().map(|&n| Value::Integer(i64::from(n))).collect();

@@ -19,7 +19,9 @@
 
 mod comm;
 mod cp;
+mod hsdp;
 mod layer;
+mod lora;
 mod lowp;
 
 use super::{Comm, CommClass, Estimate, GroupDims, Times, Trace, finish, overlap};
@@ -262,6 +264,12 @@ pub(super) fn evaluate<T: Trace>(
         bytes: Bytes::new((worst.fwd.cp_bytes + worst.bwd.cp_bytes + worst.rec.cp_bytes) * mb),
     };
     let params = stage_params(m, plan);
+    // With LoRA only the adapters of the largest stage train (gradients, optimizer, DP).
+    let trainable = if plan.lora_rank > 0 {
+        lora::layer_adapter_params(&c) * plan.stages.max_layers() as f64
+    } else {
+        params
+    };
     let (emb_sync, emb_bytes) = embedding_sync(&c)?;
     let pp_bytes = Bytes::new(pp_bytes * mb + emb_bytes);
     times.comm[CommClass::Pp as usize] = Comm {
@@ -269,8 +277,8 @@ pub(super) fn evaluate<T: Trace>(
         hidden: Seconds::ZERO,
         bytes: pp_bytes,
     };
-    times.comm[CommClass::Dp as usize] = dp_comm(&c, params, &worst, tr)?;
-    times.optimizer = optimizer_time(&c, params);
+    times.comm[CommClass::Dp as usize] = dp_comm(&c, trainable, &worst, tr)?;
+    times.optimizer = optimizer_time(&c, trainable, params);
     tr.line(|| {
         format!(
             "optimizer: {params:.4e} parameters on this device → {}",
@@ -278,7 +286,7 @@ pub(super) fn evaluate<T: Trace>(
         )
     });
     let (times, metrics) = finish(times, flops(m, plan), peak.get(), plan, m.s);
-    let memory = stage_memory(&c, params, plan);
+    let memory = stage_memory(&c, params, trainable, plan);
     explain_summary(&c, st.0, &times, &metrics, &memory, tr);
     let groups = [&place.tp, &place.ep, &place.dp, &place.pp].map(GroupDims::from);
     Ok(Estimate {
@@ -349,11 +357,14 @@ fn pipeline<T: Trace>(
     (worst, stt, bubble)
 }
 
-/// (model, hardware) FLOPs per iteration: `3 · F_fwd/token · B · s`; hardware adds the
+/// (model, hardware) FLOPs per iteration: `3 · F_fwd/token · B · s` (`2 ·` with LoRA,
+/// whose frozen weights have no weight gradient); hardware adds the
 /// recomputed forward (full: the layers' forward; selective: the attention core).
 fn flops(m: &Transformer, plan: &Plan) -> (f64, f64) {
     let tokens = plan.global_batch as f64 * m.s;
-    let model = 3.0 * m.forward_flops_per_token() * tokens;
+    // LoRA: forward and data gradient only (frozen weights have no weight gradient).
+    let passes = if plan.lora_rank > 0 { 2.0 } else { 3.0 };
+    let model = passes * m.forward_flops_per_token() * tokens;
     let extra = match plan.recompute {
         Recompute::None => 0.0,
         Recompute::Selective => m.layers as f64 * m.attention_core_flops_per_token(),
@@ -429,7 +440,7 @@ fn stage_params(m: &Transformer, plan: &Plan) -> f64 {
     let st = plan.stages;
     let t = plan.tp as f64;
     let layer = m.attn_params
-        + m.experts as f64 / plan.ep as f64 * m.mlp_params
+        + m.experts as f64 / plan.ep as f64 * m.mlp_params * (t / plan.etp as f64)
         + m.shared_params
         + m.other_layer_params;
     let emb = m.embedding_params / t;
@@ -449,7 +460,7 @@ fn stage_params(m: &Transformer, plan: &Plan) -> f64 {
 /// copied to the 16-bit model weight (read 4, write 2); gradients are zeroed (`g`). With
 /// fp16 dynamic loss scaling the gradients are also unscaled and checked for inf/NaN
 /// in place (`2g`). Total `30 + 3g` (+ `2g` for fp16).
-fn optimizer_time(c: &Ctx, params: f64) -> Seconds {
+fn optimizer_time(c: &Ctx, trainable: f64, params: f64) -> Seconds {
     let g = c.plan.optimizer.bytes_per_param().1;
     let shard = if c.plan.zero >= 1 {
         (c.plan.dp * c.plan.cp) as f64
@@ -469,14 +480,21 @@ fn optimizer_time(c: &Ctx, params: f64) -> Seconds {
     } else {
         0.0
     };
-    c.mem(params / shard * (30.0 + 3.0 * g + unscale) + recast, 8.0)
+    c.mem(trainable / shard * (30.0 + 3.0 * g + unscale) + recast, 8.0)
 }
 
 /// Memory of the stage with the most activations: the first stage holds `in_flight`
 /// micro-batches of its layers, the second one fewer (1F1B); ZeRO shards over DP × CP;
 /// CP divides every activation by `c`; FP8-family precisions keep their weight copies.
-fn stage_memory(c: &Ctx, params: f64, plan: &Plan) -> Memory {
-    let mut states = memory::model_states(params, plan.optimizer, plan.zero, plan.dp * plan.cp);
+fn stage_memory(c: &Ctx, params: f64, trainable: f64, plan: &Plan) -> Memory {
+    let shard = if plan.hsdp > 1 {
+        plan.hsdp
+    } else {
+        plan.dp * plan.cp
+    };
+    let mut states = memory::model_states(trainable, plan.optimizer, plan.zero, shard);
+    // Frozen (LoRA) weights: 16-bit, not sharded.
+    states[0] += (params - trainable) * 2.0;
     states[0] += params * lowp::weight_copy_bytes(plan.precision, plan.fp8_recipe);
     let per_layer = memory::layer_activation_bytes(c.m, plan, c.m.bias) / plan.cp as f64;
     let st = plan.stages;

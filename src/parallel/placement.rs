@@ -30,6 +30,10 @@ pub struct Placement {
     pub cp: Span,
     /// The ranks that hold the same weights: CP × DP (gradients reduce over them).
     pub dp_cp: Span,
+    /// HSDP shard group (the inner `hsdp` ranks of DP; DP itself without HSDP).
+    pub shard: Span,
+    /// HSDP replica group (the outer `dp / hsdp` ranks of DP; empty without HSDP).
+    pub replica: Span,
     /// Expert-parallel group (inner part of DP).
     pub ep: Span,
     /// Data-parallel group.
@@ -132,19 +136,15 @@ impl Placement {
         };
         let tp = c.take(plan.tp, "tp")?;
         let cp = c.take(plan.cp, "cp")?;
-        let (ep, dp, pp);
+        let (ep, dp, pp, shard, replica);
         match plan.order {
             Order::TpDpPp => {
-                ep = c.take(plan.ep, "ep")?;
-                let rest = c.take(plan.dp / plan.ep, "dp")?;
-                dp = merge(&ep, &rest, plan.dp);
+                (ep, dp, shard, replica) = take_dp(&mut c, plan)?;
                 pp = c.take(plan.pp, "pp")?;
             }
             Order::TpPpDp => {
                 pp = c.take(plan.pp, "pp")?;
-                ep = c.take(plan.ep, "ep")?;
-                let rest = c.take(plan.dp / plan.ep, "dp")?;
-                dp = merge(&ep, &rest, plan.dp);
+                (ep, dp, shard, replica) = take_dp(&mut c, plan)?;
             }
         }
         let dp_cp = merge(&cp, &dp, plan.cp * plan.dp);
@@ -152,11 +152,28 @@ impl Placement {
             tp,
             cp,
             dp_cp,
+            shard,
+            replica,
             ep,
             dp,
             pp,
         })
     }
+}
+
+/// The DP group from the cursor: EP first within it (Megatron-LM), or with HSDP the
+/// shard group first and the replicas outside it. Returns (ep, dp, shard, replica).
+fn take_dp(c: &mut Cursor, plan: &Plan) -> Result<(Span, Span, Span, Span)> {
+    let ep = c.take(plan.ep, "ep")?;
+    if plan.hsdp > 1 {
+        let rest = c.take(plan.hsdp / plan.ep, "hsdp")?;
+        let shard = merge(&ep, &rest, plan.hsdp);
+        let replica = c.take(plan.dp / plan.hsdp, "hsdp")?;
+        return Ok((ep, merge(&shard, &replica, plan.dp), shard, replica));
+    }
+    let rest = c.take(plan.dp / plan.ep, "dp")?;
+    let dp = merge(&ep, &rest, plan.dp);
+    Ok((ep, dp, dp, Span::EMPTY))
 }
 
 /// The union of two consecutive spans (EP then the rest of DP).

@@ -115,6 +115,9 @@ pub(super) fn dp_comm<T: Trace>(c: &Ctx, params: f64, worst: &Block, tr: &mut T)
     let (grad, weights) = (params * g, params * c.e);
     let dp = &c.place.dp_cp;
     if plan.zero == 3 {
+        // HSDP: shard within the inner group, all-reduce across replicas (hsdp.rs).
+        let dp = if plan.hsdp > 1 { &c.place.shard } else { dp };
+        let (re, rh, rb) = super::hsdp::replica_reduce(c, grad, worst)?;
         let ag = coll(C::AllGather, weights, dp, c.dp_coll)?;
         let rs = coll(C::ReduceScatter, grad, dp, c.dp_coll)?;
         let mb = plan.micro_batches as f64;
@@ -134,9 +137,9 @@ pub(super) fn dp_comm<T: Trace>(c: &Ctx, params: f64, worst: &Block, tr: &mut T)
             format!("ZeRO-3: all-gather {ag} per pass, reduce-scatter {rs} per micro-batch")
         });
         return Ok(Comm {
-            exposed: (ef + eb + er) * mb,
-            hidden: (hf + hb + hr) * mb,
-            bytes: Bytes::new(mb * (passes * weights + grad)),
+            exposed: (ef + eb + er) * mb + re,
+            hidden: (hf + hb + hr) * mb + rh,
+            bytes: Bytes::new(mb * (passes * weights + grad) + rb),
         });
     }
     let (reduce, gather) = if plan.zero == 0 {

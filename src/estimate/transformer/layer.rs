@@ -4,8 +4,8 @@
 
 use super::comm::{ep_comm, tp_comm};
 use super::cp::cp_comm;
-use super::lowp;
 use super::{Block, Ctx, Pass};
+use super::{lora, lowp};
 use crate::collective::Collective as C;
 use crate::error::Result;
 use crate::estimate::{Trace, coll, overlap};
@@ -31,9 +31,12 @@ pub(super) fn linears<T: Trace>(
     }
     if m.experts > 1 {
         let (e, ep, k) = (m.experts as f64, c.plan.ep as f64, m.top_k as f64);
-        let per_expert = c.tokens * k * ep / e;
-        shapes[5] = (per_expert, g * m.f / t, m.h, e / ep, true);
-        shapes[6] = (per_expert, m.h, m.f / t, e / ep, false);
+        // Expert tensor parallelism (etp | t): each rank runs its E/ep experts split etp
+        // ways on etp/t of the routed tokens, times the busiest expert's load.
+        let etp = c.plan.etp as f64;
+        let per_expert = c.tokens * k * ep / e * etp / t * c.plan.moe_imbalance;
+        shapes[5] = (per_expert, g * m.f / etp, m.h, e / ep, true);
+        shapes[6] = (per_expert, m.h, m.f / etp, e / ep, false);
         shapes[7] = (c.tokens, e, m.h, 1.0, false);
         if m.shared_f > 0.0 {
             shapes[8] = (c.tokens, g * m.shared_f / t, m.h, 1.0, true);
@@ -55,6 +58,12 @@ pub(super) fn linears<T: Trace>(
         let (tf, tb) = if i == 7 {
             let (f, d) = (c.attn_gemm(mm, n, k, batch), c.attn_gemm(mm, k, n, batch));
             (f, d + c.attn_gemm(k, n, mm, batch))
+        } else if c.plan.lora_rank > 0 {
+            // Frozen weight: data gradient only; adapters in 16-bit beside it.
+            cast_in += mm * k * batch;
+            cast_grad += mm * n * batch;
+            let (af, ab) = lora::adapter_time(c, mm, n, k, batch);
+            (c.gemm(mm, n, k, batch) + af, c.gemm(mm, k, n, batch) + ab)
         } else {
             cast_in += mm * k * batch;
             cast_grad += mm * n * batch;
@@ -68,7 +77,13 @@ pub(super) fn linears<T: Trace>(
             wgrad += tb - dg;
         }
         tr.line(|| {
-            let name = ["attention in", "attention in (2)", "attention in (3)", "attention in (4)", "attention out", "MLP in", "MLP out", "router", "shared MLP in", "shared MLP out"][i];
+            let attn = if m.attn.mla.is_some() {
+                ["query down", "query up", "KV down", "KV up", "attention projection"]
+            } else {
+                ["QKV", "attention projection", "", "", ""]
+            };
+            let rest = ["MLP in", "MLP out", "router", "shared MLP in", "shared MLP out"];
+            let name = if i < 5 { attn[i] } else { rest[i - 5] };
             format!(
                 "  GEMM {name}: M={mm} N={n} K={k} ×{batch}: efficiency {:.1}% of peak → fwd {tf}, bwd {tb}",
                 100.0 * c.dev.gemm_efficiency(mm, n, k, batch)
@@ -151,6 +166,8 @@ pub(super) fn layer<T: Trace>(c: &Ctx, tr: &mut T) -> Result<Block> {
     tr.line(|| format!("  memory-bound: LayerNorm ×2, bias-dropout-add ×2 on {} elements, activation on {act}: fwd {mem_f}, bwd {mem_b}", c.rep));
     let tp = tp_comm(c)?;
     let (ep1, ep_b1) = ep_comm(c)?;
+    // The busiest EP rank sends and receives the imbalance times the mean.
+    let (ep1, ep_b1) = (ep1 * c.plan.moe_imbalance, ep_b1 * c.plan.moe_imbalance);
     let fwd = Pass {
         gemm: lin_f + att_f,
         mem: mem_f + cast_f,
