@@ -68,6 +68,17 @@ impl Optimizer {
     }
 }
 
+/// The linear layers that get LoRA adapters.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum LoraTargets {
+    /// Every linear layer (PEFT/NeMo 2 `all-linear`: QKV, projection, MLP in and out).
+    #[default]
+    All,
+    /// The fused QKV projection only (NeMo 1.x default `target_modules: [attention_qkv]`).
+    Qkv,
+}
+
 /// Order in which groups take network dimensions, innermost first.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "kebab-case")]
@@ -117,6 +128,8 @@ pub struct PlanSpec {
     pub fp8_recipe: Fp8Recipe,
     /// LoRA adapter rank (0: full training or SFT; > 0: frozen base weights).
     pub lora_rank: u32,
+    /// Which linear layers get LoRA adapters.
+    pub lora_targets: LoraTargets,
     /// HSDP shard-group size (ZeRO-3 within groups of this many DP ranks, replicated
     /// across them); unset: shard over all of DP.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -177,6 +190,7 @@ impl Default for PlanSpec {
             account_for_loss: false,
             fp8_recipe: Fp8Recipe::Delayed,
             lora_rank: 0,
+            lora_targets: LoraTargets::All,
             hsdp: None,
             etp: None,
             moe_imbalance: 1.0,
@@ -223,6 +237,8 @@ pub struct Plan {
     pub fp8_recipe: Fp8Recipe,
     /// LoRA rank (0 = every weight trains).
     pub lora_rank: u32,
+    /// LoRA target layers.
+    pub lora_targets: LoraTargets,
     /// HSDP shard-group size (0 = none: ZeRO shards over all of DP × CP).
     pub hsdp: u32,
     /// Expert tensor-parallel degree (divides tp).
@@ -403,6 +419,7 @@ impl Plan {
             stages: Stages::new(layers, s.pp, &split)?,
             fp8_recipe: s.fp8_recipe,
             lora_rank: s.lora_rank,
+            lora_targets: s.lora_targets,
             hsdp: s.hsdp.unwrap_or(0),
             etp: s.etp.unwrap_or(s.tp),
             moe_imbalance: s.moe_imbalance,

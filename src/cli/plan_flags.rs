@@ -57,6 +57,9 @@ pub struct PlanFlags {
     /// LoRA fine-tuning with adapters of this rank (frozen base weights).
     #[arg(long)]
     pub lora_rank: Option<u32>,
+    /// LoRA target layers: all (every linear layer) or qkv.
+    #[arg(long)]
+    pub lora_targets: Option<String>,
     /// Expert tensor-parallel degree (Megatron-LM; default tp, must divide it).
     #[arg(long)]
     pub etp: Option<u32>,
@@ -139,6 +142,9 @@ impl PlanFlags {
         p.account_for_loss |= self.account_for_loss;
         if let Some(s) = &self.cp_kind {
             p.cp_kind = parse_enum("--cp-kind", s, &["ring", "a2a"])?;
+        }
+        if let Some(s) = &self.lora_targets {
+            p.lora_targets = parse_enum("--lora-targets", s, &["all", "qkv"])?;
         }
         if let Some(s) = &self.fp8_recipe {
             p.fp8_recipe = parse_enum("--fp8-recipe", s, &["delayed", "current", "block"])?;
@@ -234,6 +240,7 @@ impl PlanFlags {
             ("order", &self.order),
             ("cp_kind", &self.cp_kind),
             ("fp8_recipe", &self.fp8_recipe),
+            ("lora_targets", &self.lora_targets),
         ] {
             if let Some(v) = v {
                 t.insert(k.into(), Value::String(v.clone()));

@@ -139,7 +139,7 @@ impl Stages {
                 format!("the remaining {rest} layers do not divide over the other {others} stages"),
             ));
         }
-        let each = if others > 0 { rest / others } else { 0 };
+        let each = rest.checked_div(others).unwrap_or(0);
         let (f, l) = (first.unwrap_or(each), last.unwrap_or(each));
         Ok(Stages {
             pp,

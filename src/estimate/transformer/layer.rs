@@ -62,7 +62,11 @@ pub(super) fn linears<T: Trace>(
             // Frozen weight: data gradient only; adapters in 16-bit beside it.
             cast_in += mm * k * batch;
             cast_grad += mm * n * batch;
-            let (af, ab) = lora::adapter_time(c, mm, n, k, batch);
+            let (af, ab) = if lora::adapted(c, i) {
+                lora::adapter_time(c, mm, n, k, batch)
+            } else {
+                (Seconds::ZERO, Seconds::ZERO)
+            };
             (c.gemm(mm, n, k, batch) + af, c.gemm(mm, k, n, batch) + ab)
         } else {
             cast_in += mm * k * batch;
