@@ -94,6 +94,19 @@ pub const MODELS: &[Entry] = embed!("models":
     "llama3-70b",
     "llama3-405b",
     "mixtral-8x7b",
+    "mixtral-8x22b",
+    "gpt3-5b",
+    "gpt3-20b",
+    "nemotron3-8b",
+    "nemotron3-22b",
+    "nemotron4-15b",
+    "nemotron4-340b",
+    "deepseek-v3",
+    "qwen3-30b-a3b",
+    "qwen3-235b-a22b",
+    "gpt-oss-120b",
+    "grok-1",
+    "bloom-176b",
     "bert-large",
     "dlrm",
     "resnet50",
@@ -107,6 +120,9 @@ pub const DEVICES: &[Entry] = embed!("presets/devices":
     "h100-sxm",
     "h200",
     "b200",
+    "b300",
+    "gb200",
+    "gb300",
     "mi300x",
     "tpu-v4",
 );
@@ -115,6 +131,11 @@ pub const DEVICES: &[Entry] = embed!("presets/devices":
 pub const SYSTEMS: &[Entry] = embed!("presets/systems":
     "dgx-a100",
     "dgx-h100",
+    "dgx-h200",
+    "dgx-b200",
+    "dgx-b300",
+    "gb200-nvl72",
+    "gb300-nvl72",
     "tpu-v4",
 );
 
@@ -130,6 +151,14 @@ pub const MODEL_ALIASES: &[(&str, &str)] = &[
     ("turing-530b", "megatron-gpt-530b"),
     ("mt-nlg-530b", "megatron-gpt-530b"),
     ("gpt3", "gpt3-175b"),
+    // Llama 3.1 keeps the Llama 3 architecture (Llama Team 2024, Table 3); its 128K
+    // context is a later training stage: use --seq-len 131072.
+    ("llama3.1-8b", "llama3-8b"),
+    ("llama3.1-70b", "llama3-70b"),
+    ("llama3.1-405b", "llama3-405b"),
+    ("nemotron-8b", "nemotron3-8b"),
+    ("nemotron-22b", "nemotron3-22b"),
+    ("nemotron-340b", "nemotron4-340b"),
 ];
 
 #[cfg(test)]

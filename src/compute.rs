@@ -26,11 +26,34 @@ pub enum Precision {
     Tf32,
     /// Plain fp32.
     Fp32,
+    /// MXFP8: FP8 elements with an E8M0 scale per 32 (OCP Microscaling spec v1.0;
+    /// Blackwell tensor cores run it at the FP8 rate).
+    Mxfp8,
+    /// NVFP4: E2M1 elements with an E4M3 scale per 16 and a per-tensor FP32 scale
+    /// (NVIDIA Blackwell; NVIDIA 2025, "Pretraining Large Language Models with NVFP4").
+    Nvfp4,
 }
 
 impl Precision {
     /// Every precision, for error messages.
-    pub const NAMES: [&'static str; 5] = ["fp16", "bf16", "fp8", "tf32", "fp32"];
+    pub const NAMES: [&'static str; 7] = ["fp16", "bf16", "fp8", "tf32", "fp32", "mxfp8", "nvfp4"];
+
+    /// Every precision, in `NAMES` order.
+    pub const ALL: [Precision; 7] = [
+        Precision::Fp16,
+        Precision::Bf16,
+        Precision::Fp8,
+        Precision::Tf32,
+        Precision::Fp32,
+        Precision::Mxfp8,
+        Precision::Nvfp4,
+    ];
+
+    /// Whether the linear layers run in an 8- or 4-bit format (Transformer Engine casts
+    /// their inputs; attention and everything else stay 16-bit).
+    pub fn is_low(self) -> bool {
+        matches!(self, Precision::Fp8 | Precision::Mxfp8 | Precision::Nvfp4)
+    }
 
     /// Parses a name with did-you-mean.
     pub fn parse(s: &str) -> Result<Precision> {
@@ -40,6 +63,8 @@ impl Precision {
             "fp8" | "f8" => Ok(Precision::Fp8),
             "tf32" => Ok(Precision::Tf32),
             "fp32" | "f32" | "float" => Ok(Precision::Fp32),
+            "mxfp8" => Ok(Precision::Mxfp8),
+            "nvfp4" | "fp4" => Ok(Precision::Nvfp4),
             _ => Err(Error::unknown("precision", s, &Self::NAMES)),
         }
     }
@@ -53,7 +78,11 @@ impl Precision {
     /// activations in bf16 between kernels (Transformer Engine casts at the GEMM inputs).
     pub fn activation_bytes(self) -> f64 {
         match self {
-            Precision::Fp16 | Precision::Bf16 | Precision::Fp8 => 2.0,
+            Precision::Fp16
+            | Precision::Bf16
+            | Precision::Fp8
+            | Precision::Mxfp8
+            | Precision::Nvfp4 => 2.0,
             Precision::Tf32 | Precision::Fp32 => 4.0,
         }
     }
@@ -78,6 +107,12 @@ pub struct MatrixPeaks {
     /// FP32 matrix peak.
     #[serde(default, with = "opt_rate", skip_serializing_if = "Option::is_none")]
     pub fp32: Option<FlopRate>,
+    /// MXFP8 dense peak (Blackwell and later).
+    #[serde(default, with = "opt_rate", skip_serializing_if = "Option::is_none")]
+    pub mxfp8: Option<FlopRate>,
+    /// NVFP4 dense peak (Blackwell and later).
+    #[serde(default, with = "opt_rate", skip_serializing_if = "Option::is_none")]
+    pub nvfp4: Option<FlopRate>,
 }
 
 /// Sustained-efficiency parameters of a device (fractions of peak), with defaults.
@@ -157,8 +192,8 @@ pub struct DeviceSpec {
 pub struct Device {
     /// The spec it was built from (for `show` and `--explain`).
     pub spec: DeviceSpec,
-    /// [fp16, bf16, fp8, tf32, fp32] matrix peaks in FLOP/s; 0 = unsupported.
-    peaks: [f64; 5],
+    /// Matrix peaks in FLOP/s in [`Precision::ALL`] order; 0 = unsupported.
+    peaks: [f64; 7],
 }
 
 impl Device {
@@ -197,7 +232,8 @@ impl Device {
             ));
         }
         let m = &spec.matrix;
-        let peaks = [m.fp16, m.bf16, m.fp8, m.tf32, m.fp32].map(|p| p.map_or(0.0, |r| r.get()));
+        let peaks = [m.fp16, m.bf16, m.fp8, m.tf32, m.fp32, m.mxfp8, m.nvfp4]
+            .map(|p| p.map_or(0.0, |r| r.get()));
         if peaks.iter().all(|&p| p <= 0.0) {
             return Err(Error::input(&what, "matrix: needs at least one peak"));
         }
@@ -221,6 +257,8 @@ impl Device {
             Precision::Fp8 => &mut m.fp8,
             Precision::Tf32 => &mut m.tf32,
             Precision::Fp32 => &mut m.fp32,
+            Precision::Mxfp8 => &mut m.mxfp8,
+            Precision::Nvfp4 => &mut m.nvfp4,
         };
         if let Some(r) = slot {
             *r = *r * k;
@@ -272,11 +310,29 @@ impl Device {
 
     /// Time of a GEMM of shape M×N×K (`batch` times) at `peak`: `2·M·N·K·batch / (peak·e)`.
     pub fn gemm_time(&self, peak: FlopRate, m: f64, n: f64, k: f64, batch: f64) -> Seconds {
+        self.gemm_time_at(peak, 1.0, m, n, k, batch)
+    }
+
+    /// [`Device::gemm_time`] for a GEMM whose main loop runs `speedup` times faster than
+    /// the 16-bit one (FP8: peak_fp8 / peak_bf16) while the per-tile fixed cost
+    /// (prologue, epilogue writing the 16-bit output) takes the same time: in units of K
+    /// the overhead grows to `k0 · speedup`, so short-K GEMMs gain less than the peak ratio.
+    pub fn gemm_time_at(
+        &self,
+        peak: FlopRate,
+        speedup: f64,
+        m: f64,
+        n: f64,
+        k: f64,
+        batch: f64,
+    ) -> Seconds {
         if m <= 0.0 || n <= 0.0 || k <= 0.0 || batch <= 0.0 {
             return Seconds::ZERO;
         }
         let flop = Flop::new(2.0 * m * n * k * batch);
-        flop / (peak * self.gemm_efficiency(m, n, k, batch)) + self.spec.efficiency.kernel_overhead
+        let k0 = self.spec.efficiency.gemm_k_overhead as f64;
+        let e = self.gemm_efficiency(m, n, k, batch) * (k + k0) / (k + k0 * speedup.max(1.0));
+        flop / (peak * e) + self.spec.efficiency.kernel_overhead
     }
 
     /// Time of memory-bound kernels moving `bytes` in `kernels` launches:
@@ -284,6 +340,30 @@ impl Device {
     pub fn memory_time(&self, bytes: Bytes, kernels: f64) -> Seconds {
         let bw = self.spec.memory_bandwidth * self.spec.efficiency.memory;
         bytes / bw + self.spec.efficiency.kernel_overhead * kernels
+    }
+}
+
+/// How FP8 tensors are scaled (Transformer Engine recipes; precision `fp8`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum Fp8Recipe {
+    /// Per-tensor scale from the amax history of earlier steps (fused with the cast).
+    #[default]
+    Delayed,
+    /// Per-tensor scale from this tensor's amax: one extra read pass before the cast.
+    Current,
+    /// Blockwise scales (1×128 activations, 128×128 weights; DeepSeek-V3 §3.3.2).
+    Block,
+}
+
+impl Fp8Recipe {
+    /// The name in files and flags.
+    pub fn name(self) -> &'static str {
+        match self {
+            Fp8Recipe::Delayed => "delayed",
+            Fp8Recipe::Current => "current",
+            Fp8Recipe::Block => "block",
+        }
     }
 }
 

@@ -52,15 +52,17 @@ pub enum CommClass {
     Pp = 3,
     /// Data-parallel gradient reduction and ZeRO gathers.
     Dp = 4,
+    /// Context-parallel key/value exchange (ring) or all-to-alls (Ulysses).
+    Cp = 5,
 }
 
 impl CommClass {
     /// All classes, in order.
-    pub const ALL: [CommClass; 5] = [Self::Tp, Self::Sp, Self::Ep, Self::Pp, Self::Dp];
+    pub const ALL: [CommClass; 6] = [Self::Tp, Self::Sp, Self::Ep, Self::Pp, Self::Dp, Self::Cp];
 
     /// Short name ("TP").
     pub fn name(self) -> &'static str {
-        ["TP", "SP", "EP", "PP", "DP"][self as usize]
+        ["TP", "SP", "EP", "PP", "DP", "CP"][self as usize]
     }
 }
 
@@ -92,7 +94,7 @@ pub struct Times {
     /// Interference: compute slowed while collectives overlap it (`windows` module).
     pub interference: Seconds,
     /// Communication per [`CommClass`].
-    pub comm: [Comm; 5],
+    pub comm: [Comm; 6],
     /// Iteration time: the sum of compute, interference, exposed communication, bubble and
     /// optimizer.
     pub total: Seconds,
@@ -200,6 +202,45 @@ impl Trace for Vec<String> {
     fn line(&mut self, f: impl FnOnce() -> String) {
         self.push(f());
     }
+}
+
+/// Plan rows beyond the defaults, for the plan table: CP (when > 1), a sequence length
+/// other than the model's, and an uneven pipeline split.
+pub fn plan_extras(model: &Model, p: &Plan) -> Vec<(&'static str, String)> {
+    let mut out = Vec::new();
+    if p.cp > 1 {
+        out.push(("CP", format!("{} ({})", p.cp, p.cp_kind.name())));
+    }
+    if p.hsdp > 1 {
+        out.push((
+            "HSDP",
+            format!("shard groups of {}, {} replicas", p.hsdp, p.dp / p.hsdp),
+        ));
+    }
+    if p.lora_rank > 0 {
+        out.push((
+            "LoRA rank",
+            format!("{} (base weights frozen)", p.lora_rank),
+        ));
+    }
+    if let Some(t) = model.transformer() {
+        if p.seq_len != t.s as u32 {
+            out.push(("sequence length", p.seq_len.to_string()));
+        }
+        let st = p.stages;
+        let even =
+            t.layers.is_multiple_of(p.pp) && st.first == st.last && st.max_layers() == st.first;
+        if p.pp > 1 && !even {
+            out.push((
+                "layers per stage",
+                format!(
+                    "first {}, middle ≤ {} ({} in all), last {}",
+                    st.first, st.mid_max, st.mid_sum, st.last
+                ),
+            ));
+        }
+    }
+    out
 }
 
 /// Validates a plan spec for this model and system (`gpus` defaults to the system's).

@@ -4,11 +4,15 @@
 //! multiple of dp × micro-batch. [`Placement`] maps each group onto network dimensions,
 //! innermost first (TP on the fastest), as DESIGN.md §4.
 
+mod context;
 mod placement;
+mod stages;
 
+pub use context::CpKind;
 pub use placement::{Placement, Span};
+pub use stages::{SplitSpec, Stages};
 
-use crate::compute::Precision;
+use crate::compute::{Fp8Recipe, Precision};
 use crate::error::{Error, Result};
 use crate::model::{Model, ModelKind};
 use crate::units::Bytes;
@@ -64,6 +68,17 @@ impl Optimizer {
     }
 }
 
+/// The linear layers that get LoRA adapters.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum LoraTargets {
+    /// Every linear layer (PEFT/NeMo 2 `all-linear`: QKV, projection, MLP in and out).
+    #[default]
+    All,
+    /// The fused QKV projection only (NeMo 1.x default `target_modules: [attention_qkv]`).
+    Qkv,
+}
+
 /// Order in which groups take network dimensions, innermost first.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "kebab-case")]
@@ -89,6 +104,43 @@ pub struct PlanSpec {
     pub pp: u32,
     /// Expert-parallel degree (MoE; carved out of DP).
     pub ep: u32,
+    /// Context-parallel degree (sequence split for attention; Megatron-LM `--cp`).
+    pub cp: u32,
+    /// Context-parallel algorithm: ring (KV blocks point to point) or a2a (Ulysses).
+    pub cp_kind: CpKind,
+    /// Sequence length (default: the model's).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub seq_len: Option<u32>,
+    /// Explicit layers per pipeline stage (length pp).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub layers_per_stage: Option<Vec<u32>>,
+    /// Layers on the first stage (the rest split evenly; Megatron-LM).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub first_stage_layers: Option<u32>,
+    /// Layers on the last stage.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_stage_layers: Option<u32>,
+    /// Count the embedding as one layer in the pipeline split (Megatron-LM).
+    pub account_for_embedding: bool,
+    /// Count the output head and loss as one layer in the pipeline split.
+    pub account_for_loss: bool,
+    /// FP8 scaling recipe (for `precision = "fp8"`).
+    pub fp8_recipe: Fp8Recipe,
+    /// LoRA adapter rank (0: full training or SFT; > 0: frozen base weights).
+    pub lora_rank: u32,
+    /// Which linear layers get LoRA adapters.
+    pub lora_targets: LoraTargets,
+    /// HSDP shard-group size (ZeRO-3 within groups of this many DP ranks, replicated
+    /// across them); unset: shard over all of DP.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hsdp: Option<u32>,
+    /// Expert tensor parallelism: the TP degree of the expert MLPs (Megatron-LM
+    /// `--expert-tensor-parallel-size`; default: tp). Must divide tp.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub etp: Option<u32>,
+    /// Tokens of the busiest expert over the mean (routing load imbalance, ≥ 1); with a
+    /// capacity factor and padding, the capacity factor.
+    pub moe_imbalance: f64,
     /// Sequence parallelism (Korthikanti et al. 2022 §4.2.2) on the TP group.
     pub sequence_parallel: bool,
     /// Micro-batch size b (sequences).
@@ -129,6 +181,20 @@ impl Default for PlanSpec {
             tp: 1,
             pp: 1,
             ep: 1,
+            cp: 1,
+            cp_kind: CpKind::Ring,
+            seq_len: None,
+            layers_per_stage: None,
+            first_stage_layers: None,
+            last_stage_layers: None,
+            account_for_embedding: false,
+            account_for_loss: false,
+            fp8_recipe: Fp8Recipe::Delayed,
+            lora_rank: 0,
+            lora_targets: LoraTargets::All,
+            hsdp: None,
+            etp: None,
+            moe_imbalance: 1.0,
             sequence_parallel: false,
             micro_batch: 1,
             global_batch: None,
@@ -150,7 +216,7 @@ impl Default for PlanSpec {
 /// A validated plan. `Copy`, so sweeps can build millions of them.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Plan {
-    /// Devices = dp · tp · pp.
+    /// Devices = dp · tp · pp · cp.
     pub gpus: u32,
     /// Data-parallel degree.
     pub dp: u32,
@@ -160,6 +226,26 @@ pub struct Plan {
     pub pp: u32,
     /// Expert-parallel degree (divides dp).
     pub ep: u32,
+    /// Context-parallel degree c (devices = dp · tp · pp · c).
+    pub cp: u32,
+    /// Context-parallel algorithm.
+    pub cp_kind: CpKind,
+    /// Sequence length s (the model's unless overridden).
+    pub seq_len: u32,
+    /// Layers per pipeline stage.
+    pub stages: Stages,
+    /// FP8 scaling recipe.
+    pub fp8_recipe: Fp8Recipe,
+    /// LoRA rank (0 = every weight trains).
+    pub lora_rank: u32,
+    /// LoRA target layers.
+    pub lora_targets: LoraTargets,
+    /// HSDP shard-group size (0 = none: ZeRO shards over all of DP × CP).
+    pub hsdp: u32,
+    /// Expert tensor-parallel degree (divides tp).
+    pub etp: u32,
+    /// Busiest expert's tokens over the mean (≥ 1).
+    pub moe_imbalance: f64,
     /// Sequence parallel.
     pub sp: bool,
     /// Micro-batch b.
@@ -196,6 +282,30 @@ pub(crate) fn bad(key: &str, msg: String) -> Error {
     Error::Unsupported(format!("invalid plan: {key}: {msg}"))
 }
 
+/// HSDP: the shard group divides DP and holds whole EP groups; it shards ZeRO-3 style
+/// (zero = 3) and is not combined with CP here.
+fn check_hsdp(g: u32, dp: u32, s: &PlanSpec) -> Result<()> {
+    if g == 0 || !dp.is_multiple_of(g) || !g.is_multiple_of(s.ep) {
+        return Err(bad(
+            "hsdp",
+            format!(
+                "shard group {g} must divide dp = {dp} and be a multiple of ep = {}",
+                s.ep
+            ),
+        ));
+    }
+    if s.zero != 3 {
+        return Err(bad(
+            "hsdp",
+            "needs zero = 3 (the shards are ZeRO-3/FSDP shards)".into(),
+        ));
+    }
+    if s.cp > 1 {
+        return Err(bad("hsdp", "with cp > 1 is not modelled".into()));
+    }
+    Ok(())
+}
+
 impl Plan {
     /// Gradient bytes per DP bucket of the gradient reduction (ZeRO 0–2): the one given, or
     /// Megatron-LM's default of `max(4·10⁷, 10⁶·dp)` parameters, "larger DP sizes need
@@ -219,28 +329,33 @@ impl Plan {
             ("tp", s.tp),
             ("pp", s.pp),
             ("ep", s.ep),
+            ("cp", s.cp),
             ("micro_batch", s.micro_batch),
+            ("seq_len", s.seq_len.unwrap_or(1)),
         ] {
             if v == 0 {
                 return Err(bad(k, "must be ≥ 1".into()));
             }
         }
         let gpus = s.gpus.unwrap_or(system_gpus);
-        let tp_pp = s.tp * s.pp;
+        let tp_pp = s.tp * s.pp * s.cp;
         let dp = match s.dp {
             Some(d) => d,
             None if gpus.is_multiple_of(tp_pp) => gpus / tp_pp,
             None => {
                 return Err(bad(
                     "gpus",
-                    format!("{gpus} is not a multiple of tp·pp = {tp_pp}"),
+                    format!("{gpus} is not a multiple of tp·pp·cp = {tp_pp}"),
                 ));
             }
         };
         if dp == 0 || dp * tp_pp != gpus {
             return Err(bad(
                 "dp",
-                format!("dp·tp·pp = {}·{}·{} ≠ gpus = {gpus}", dp, s.tp, s.pp),
+                format!(
+                    "dp·tp·pp·cp = {}·{}·{}·{} ≠ gpus = {gpus}",
+                    dp, s.tp, s.pp, s.cp
+                ),
             ));
         }
         let gb = s.global_batch.unwrap_or(dp * s.micro_batch);
@@ -285,12 +400,45 @@ impl Plan {
         if !dp.is_multiple_of(s.ep) {
             return Err(bad("ep", format!("{} must divide dp = {dp}", s.ep)));
         }
+        if let Some(g) = s.hsdp {
+            check_hsdp(g, dp, s)?;
+        }
+        if s.etp.is_some_and(|e| e == 0 || !s.tp.is_multiple_of(e)) {
+            return Err(bad("etp", format!("must divide tp = {}", s.tp)));
+        }
+        if !(s.moe_imbalance >= 1.0 && s.moe_imbalance.is_finite()) {
+            return Err(bad(
+                "moe_imbalance",
+                format!("must be ≥ 1, got {}", s.moe_imbalance),
+            ));
+        }
+        let (layers, model_seq) = match &model.kind {
+            ModelKind::Transformer(t) => (t.layers, t.s as u32),
+            _ => (s.pp, 1),
+        };
+        let split = SplitSpec {
+            explicit: s.layers_per_stage.as_deref(),
+            first: s.first_stage_layers,
+            last: s.last_stage_layers,
+            embedding_as_layer: s.account_for_embedding,
+            loss_as_layer: s.account_for_loss,
+        };
         let plan = Plan {
             gpus,
             dp,
             tp: s.tp,
             pp: s.pp,
             ep: s.ep,
+            cp: s.cp,
+            cp_kind: s.cp_kind,
+            seq_len: s.seq_len.unwrap_or(model_seq),
+            stages: Stages::new(layers, s.pp, &split)?,
+            fp8_recipe: s.fp8_recipe,
+            lora_rank: s.lora_rank,
+            lora_targets: s.lora_targets,
+            hsdp: s.hsdp.unwrap_or(0),
+            etp: s.etp.unwrap_or(s.tp),
+            moe_imbalance: s.moe_imbalance,
             sp: s.sequence_parallel && s.tp > 1,
             micro_batch: s.micro_batch,
             global_batch: gb,
@@ -329,15 +477,16 @@ impl Plan {
                         format!("{} and the {} KV heads do not divide", self.tp, t.kv_heads),
                     ));
                 }
-                if !t.layers.is_multiple_of(self.pp * self.v) {
+                if t.layers < self.pp * self.v {
                     return Err(bad(
                         "pp",
                         format!(
-                            "pp·v = {}·{} does not divide the {} layers",
+                            "pp·v = {}·{} model chunks for {} layers leave a chunk empty",
                             self.pp, self.v, t.layers
                         ),
                     ));
                 }
+                context::check(self, t)?;
                 if !t.experts.is_multiple_of(self.ep) {
                     return Err(bad(
                         "ep",
@@ -346,9 +495,9 @@ impl Plan {
                 }
             }
             ModelKind::Dlrm(_) | ModelKind::Layered(_) => {
-                if self.tp > 1 || self.pp > 1 || self.ep > 1 {
+                if self.tp > 1 || self.pp > 1 || self.ep > 1 || self.cp > 1 {
                     return Err(bad(
-                        "tp/pp/ep",
+                        "tp/pp/ep/cp",
                         format!("'{}' supports data parallelism only", model.name()),
                     ));
                 }
@@ -357,7 +506,7 @@ impl Plan {
         Ok(())
     }
 
-    /// Layers per pipeline stage: L / p.
+    /// Layers of an even pipeline stage: L / p (the split may be uneven: see `stages`).
     pub fn layers_per_stage(&self, layers: u32) -> u32 {
         layers / self.pp
     }

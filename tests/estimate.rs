@@ -277,12 +277,11 @@ fn invalid_plans_are_clear_errors() {
     );
     assert!(
         err(PlanSpec {
-            pp: 5,
-            tp: 8,
-            gpus: Some(40),
+            pp: 128,
+            gpus: Some(128),
             ..PlanSpec::default()
         })
-        .contains("does not divide the 96 layers")
+        .contains("leave a stage empty")
     );
     assert!(
         err(PlanSpec {

@@ -80,7 +80,7 @@ fn explain_shows_formulas_with_numbers() {
         .assert()
         .success()
         .stdout(contains("GEMM QKV: M=2048 N=4608 K=12288"))
-        .stdout(contains("bubble = (p−1)/v"));
+        .stdout(contains("bubble = (Σ_i T_i − max_i T_i)/v"));
 }
 
 #[test]

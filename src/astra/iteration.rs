@@ -178,6 +178,15 @@ impl<'a> Generator<'a> {
         if !m.layers.is_multiple_of(plan.pp) {
             return Err(Error::input("plan.pp", "must divide the number of layers"));
         }
+        let st = plan.stages;
+        let even = st.first == st.last && st.max_layers() == st.first;
+        if plan.cp > 1 || plan.lora_rank > 0 || plan.hsdp > 1 || !even || plan.seq_len != m.s as u32
+        {
+            return Err(Error::Unsupported(
+                "export astra: context parallelism, LoRA, HSDP, uneven pipeline stages and                  --seq-len overrides are not exported (give a model file with that seq_len)"
+                    .into(),
+            ));
+        }
         Ok(Generator {
             m,
             plan,

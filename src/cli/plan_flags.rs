@@ -27,6 +27,50 @@ pub struct PlanFlags {
     /// Expert-parallel degree (MoE, within DP).
     #[arg(long)]
     pub ep: Option<u32>,
+    /// Context-parallel degree (splits every sequence; devices = dp·tp·pp·cp).
+    #[arg(long)]
+    pub cp: Option<u32>,
+    /// Context-parallel algorithm: ring (KV blocks point to point) or a2a (Ulysses).
+    #[arg(long)]
+    pub cp_kind: Option<String>,
+    /// Sequence length (default: the model's).
+    #[arg(long)]
+    pub seq_len: Option<u32>,
+    /// Layers per pipeline stage, comma-separated (e.g. 7,8,8,…,7); sums to the layers.
+    #[arg(long, value_delimiter = ',')]
+    pub layers_per_stage: Option<Vec<u32>>,
+    /// Layers on the first pipeline stage (the rest split evenly; Megatron-LM).
+    #[arg(long)]
+    pub first_stage_layers: Option<u32>,
+    /// Layers on the last pipeline stage.
+    #[arg(long)]
+    pub last_stage_layers: Option<u32>,
+    /// Count the embedding as one layer in the pipeline split (Megatron-LM).
+    #[arg(long)]
+    pub account_for_embedding: bool,
+    /// Count the output head and loss as one layer in the pipeline split.
+    #[arg(long)]
+    pub account_for_loss: bool,
+    /// FP8 scaling recipe: delayed, current, block.
+    #[arg(long)]
+    pub fp8_recipe: Option<String>,
+    /// LoRA fine-tuning with adapters of this rank (frozen base weights).
+    #[arg(long)]
+    pub lora_rank: Option<u32>,
+    /// LoRA target layers: all (every linear layer) or qkv.
+    #[arg(long)]
+    pub lora_targets: Option<String>,
+    /// Expert tensor-parallel degree (Megatron-LM; default tp, must divide it).
+    #[arg(long)]
+    pub etp: Option<u32>,
+    /// MoE load imbalance: the busiest expert's tokens over the mean (or the capacity
+    /// factor when experts pad to capacity), ≥ 1.
+    #[arg(long, value_name = "RATIO")]
+    pub moe_imbalance: Option<f64>,
+    /// HSDP: shard (ZeRO-3) within groups of this many DP ranks, replicate across them
+    /// (implies --zero 3).
+    #[arg(long, value_name = "GROUP")]
+    pub hsdp: Option<u32>,
     /// Sequence parallelism on the TP group.
     #[arg(long)]
     pub sequence_parallel: bool,
@@ -60,7 +104,7 @@ pub struct PlanFlags {
     /// Overlap TP communication with GEMMs.
     #[arg(long)]
     pub tp_overlap: bool,
-    /// Matrix precision: bf16, fp16, fp8, tf32, fp32.
+    /// Matrix precision: bf16, fp16, fp8, mxfp8, nvfp4, tf32, fp32.
     #[arg(long)]
     pub precision: Option<String>,
     /// Optimizer layout: adam (16 B/param) or adam-fp32-grads (18 B/param, Megatron-LM).
@@ -87,7 +131,24 @@ impl PlanFlags {
         macro_rules! set {
             ($($f:ident),*) => { $(if let Some(v) = self.$f { p.$f = v; })* };
         }
-        set!(tp, pp, ep, micro_batch);
+        set!(tp, pp, ep, cp, micro_batch, lora_rank);
+        p.seq_len = self.seq_len.or(p.seq_len);
+        p.first_stage_layers = self.first_stage_layers.or(p.first_stage_layers);
+        p.last_stage_layers = self.last_stage_layers.or(p.last_stage_layers);
+        if let Some(l) = &self.layers_per_stage {
+            p.layers_per_stage = Some(l.clone());
+        }
+        p.account_for_embedding |= self.account_for_embedding;
+        p.account_for_loss |= self.account_for_loss;
+        if let Some(s) = &self.cp_kind {
+            p.cp_kind = parse_enum("--cp-kind", s, &["ring", "a2a"])?;
+        }
+        if let Some(s) = &self.lora_targets {
+            p.lora_targets = parse_enum("--lora-targets", s, &["all", "qkv"])?;
+        }
+        if let Some(s) = &self.fp8_recipe {
+            p.fp8_recipe = parse_enum("--fp8-recipe", s, &["delayed", "current", "block"])?;
+        }
         p.gpus = self.gpus.or(p.gpus);
         p.dp = self.dp.or(p.dp);
         p.global_batch = self.global_batch.or(p.global_batch);
@@ -108,11 +169,16 @@ impl PlanFlags {
             p.recompute =
                 parse_enum::<Recompute>("--recompute", s, &["none", "selective", "full"])?;
         }
-        p.zero = if self.fsdp {
+        p.zero = if self.fsdp || self.hsdp.is_some() {
             3
         } else {
             self.zero.unwrap_or(p.zero)
         };
+        p.hsdp = self.hsdp.or(p.hsdp);
+        p.etp = self.etp.or(p.etp);
+        if let Some(x) = self.moe_imbalance {
+            p.moe_imbalance = x;
+        }
         if let Some(b) = &self.dp_bucket {
             p.dp_bucket = Some(parse_bytes("--dp-bucket", b)?);
         }
@@ -137,12 +203,19 @@ impl PlanFlags {
             ("tp", self.tp),
             ("pp", self.pp),
             ("ep", self.ep),
+            ("cp", self.cp),
+            ("lora_rank", self.lora_rank),
+            ("seq_len", self.seq_len),
+            ("first_stage_layers", self.first_stage_layers),
+            ("last_stage_layers", self.last_stage_layers),
             ("micro_batch", self.micro_batch),
             ("global_batch", self.global_batch),
             ("virtual_stages", self.virtual_stages),
+            ("hsdp", self.hsdp),
+            ("etp", self.etp),
             (
                 "zero",
-                if self.fsdp {
+                if self.fsdp || self.hsdp.is_some() {
                     Some(3)
                 } else {
                     self.zero.map(u32::from)
@@ -165,12 +238,24 @@ impl PlanFlags {
             ("dp_bucket", &self.dp_bucket),
             ("optimizer", &self.optimizer),
             ("order", &self.order),
+            ("cp_kind", &self.cp_kind),
+            ("fp8_recipe", &self.fp8_recipe),
+            ("lora_targets", &self.lora_targets),
         ] {
             if let Some(v) = v {
                 t.insert(k.into(), Value::String(v.clone()));
             }
         }
+        if let Some(x) = self.moe_imbalance {
+            t.insert("moe_imbalance".into(), Value::Float(x));
+        }
+        if let Some(l) = &self.layers_per_stage {
+            let list = l.iter().map(|&n| Value::Integer(i64::from(n))).collect();
+            t.insert("layers_per_stage".into(), Value::Array(list));
+        }
         for (k, on, value) in [
+            ("account_for_embedding", self.account_for_embedding, true),
+            ("account_for_loss", self.account_for_loss, true),
             ("sequence_parallel", self.sequence_parallel, true),
             ("tp_overlap", self.tp_overlap, true),
             ("flash_attention", self.flash_attention, true),
@@ -192,6 +277,12 @@ mod tests {
     fn flags_apply_and_tabulate_alike() {
         let f = PlanFlags {
             tp: Some(8),
+            cp: Some(2),
+            cp_kind: Some("a2a".into()),
+            seq_len: Some(16384),
+            layers_per_stage: Some(vec![7, 8, 7]),
+            account_for_loss: true,
+            fp8_recipe: Some("current".into()),
             virtual_stages: Some(2),
             fsdp: true,
             no_dp_overlap: true,
@@ -200,6 +291,10 @@ mod tests {
         };
         let p = f.apply(PlanSpec::default()).unwrap();
         assert_eq!((p.tp, p.virtual_stages, p.zero), (8, 2, 3));
+        assert_eq!(
+            (p.cp, p.cp_kind, p.seq_len),
+            (2, crate::parallel::CpKind::A2a, Some(16384))
+        );
         assert_eq!(p.schedule, Schedule::Interleaved);
         assert!(!p.dp_overlap);
         // The table, read back as a plan, gives the same spec.

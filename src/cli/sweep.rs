@@ -80,6 +80,18 @@ pub struct SweepArgs {
     /// Flash attention values.
     #[arg(long, value_delimiter = ',')]
     pub flash_attention: Vec<bool>,
+    /// Context-parallel degrees.
+    #[arg(long, value_delimiter = ',')]
+    pub cp: Vec<u32>,
+    /// Context-parallel kinds: ring, a2a.
+    #[arg(long, value_delimiter = ',')]
+    pub cp_kind: Vec<String>,
+    /// Sequence lengths (default: the model's).
+    #[arg(long, value_delimiter = ',')]
+    pub seq_len: Vec<u32>,
+    /// Precisions: bf16, fp16, fp8, fp8:current, fp8:block, mxfp8, nvfp4.
+    #[arg(long, value_delimiter = ',')]
+    pub precision: Vec<String>,
     /// A network to compare, `NAME=TOPOLOGY` (repeatable), replacing the system's network.
     #[arg(long = "network")]
     pub networks: Vec<String>,
@@ -255,6 +267,7 @@ fn build_axes(a: &SweepArgs, f: &SweepFile, system: &crate::system::System) -> R
             *dst = v;
         }
     }
+    extra_axes(a, fa, &mut ax)?;
     if let Some(z) = ax.zero.iter().find(|&&z| z > 3) {
         return Err(Error::input(
             "--zero",
@@ -267,6 +280,34 @@ fn build_axes(a: &SweepArgs, f: &SweepFile, system: &crate::system::System) -> R
     }
     check_nonempty(&ax)?;
     Ok(ax)
+}
+
+/// The CP, sequence-length and precision axes.
+fn extra_axes(a: &SweepArgs, fa: &file::AxesFile, ax: &mut Axes) -> Result<()> {
+    if let Some(v) = pick(&a.seq_len, &fa.seq_len) {
+        ax.seq_len = v;
+    }
+    let cps = pick(&a.cp, &fa.cp).unwrap_or_else(|| vec![1]);
+    let kinds = match pick(&a.cp_kind, &fa.cp_kind) {
+        Some(v) => v
+            .iter()
+            .map(|s| file::parse_cp_kind(s))
+            .collect::<Result<Vec<_>>>()?,
+        None => vec![crate::parallel::CpKind::Ring],
+    };
+    // CP 1 has no kind: list it once.
+    ax.cp = cps
+        .iter()
+        .flat_map(|&c| kinds.iter().map(move |&k| (c, k)))
+        .filter(|&(c, k)| c > 1 || k == kinds[0])
+        .collect();
+    if let Some(v) = pick(&a.precision, &fa.precision) {
+        ax.precision = v
+            .iter()
+            .map(|s| file::parse_precision(s))
+            .collect::<Result<_>>()?;
+    }
+    Ok(())
 }
 
 fn pick<T: Clone>(flag: &[T], file: &Option<Vec<T>>) -> Option<Vec<T>> {
@@ -304,6 +345,8 @@ fn check_nonempty(ax: &Axes) -> Result<()> {
         ("tp_overlap", ax.tp_overlap.len()),
         ("order", ax.order.len()),
         ("flash_attention", ax.flash.len()),
+        ("cp", ax.cp.len()),
+        ("precision", ax.precision.len()),
     ];
     match lens.iter().find(|(_, n)| *n == 0) {
         Some((k, _)) => Err(Error::input(

@@ -70,6 +70,9 @@ pub fn plan_table(model: &Model, system: &System, e: &Estimate) -> Result<Table>
         span_text(dp, system),
     )?;
     row(&mut t, "EP", Cell::int(p.ep as u64), span_text(ep, system))?;
+    for (k, v) in super::plan_extras(model, p) {
+        row(&mut t, k, Cell::text(v), String::new())?;
+    }
     row(
         &mut t,
         "micro-batch",
@@ -104,7 +107,12 @@ pub fn plan_table(model: &Model, system: &System, e: &Estimate) -> Result<Table>
     row(
         &mut t,
         "precision",
-        Cell::text(p.precision.name()),
+        Cell::text(match (p.precision, p.fp8_recipe) {
+            (crate::compute::Precision::Fp8, r) if r != crate::compute::Fp8Recipe::Delayed => {
+                format!("fp8 ({} scaling)", r.name())
+            }
+            (x, _) => x.name().to_string(),
+        }),
         String::new(),
     )?;
     Ok(t)

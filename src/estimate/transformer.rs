@@ -18,7 +18,11 @@
 //! 2022 §4.2.2).
 
 mod comm;
+mod cp;
+mod hsdp;
 mod layer;
+mod lora;
+mod lowp;
 mod tp;
 
 use super::{Comm, CommClass, Estimate, GroupDims, Times, Trace, finish};
@@ -51,15 +55,21 @@ struct Pass {
     ep: Seconds,
     /// Bytes of that communication.
     ep_bytes: f64,
+    /// CP communication exposed.
+    cp: Seconds,
+    /// CP communication hidden behind the attention blocks.
+    cp_hidden: Seconds,
+    /// Bytes of that communication.
+    cp_bytes: f64,
 }
 
 impl Pass {
     fn compute(&self) -> Seconds {
         self.gemm + self.mem
     }
-    /// Compute time not already hiding TP communication: the window left for DP.
+    /// Compute time not already hiding TP or CP communication: the window left for DP.
     fn free(&self) -> Seconds {
-        (self.compute() - self.tp_hidden).max(Seconds::ZERO)
+        (self.compute() - self.tp_hidden - self.cp_hidden).max(Seconds::ZERO)
     }
     fn add(self, o: Pass, k: f64) -> Pass {
         Pass {
@@ -71,6 +81,9 @@ impl Pass {
             tp_bytes: self.tp_bytes + o.tp_bytes * k,
             ep: self.ep + o.ep * k,
             ep_bytes: self.ep_bytes + o.ep_bytes * k,
+            cp: self.cp + o.cp * k,
+            cp_hidden: self.cp_hidden + o.cp_hidden * k,
+            cp_bytes: self.cp_bytes + o.cp_bytes * k,
         }
     }
 }
@@ -102,15 +115,17 @@ struct Ctx<'a> {
     attn_peak: FlopRate,
     plan: &'a Plan,
     place: &'a Placement,
+    /// Main-loop speedup of the linear GEMMs over 16-bit (peak / 16-bit peak).
+    speedup: f64,
     /// Options of the collectives (the system's `[collective]` table).
     coll: &'a crate::collective::Options,
     /// Options of the data-parallel reduction (`dp_algorithm` applied).
     dp_coll: &'a crate::collective::Options,
     /// Bytes per activation element.
     e: f64,
-    /// Tokens per micro-batch b·s.
+    /// Tokens per micro-batch on this rank, b·s/c.
     tokens: f64,
-    /// Elements of the residual stream b·s·h.
+    /// Elements of the residual stream on this rank, b·s·h/c.
     r: f64,
     /// The part of the residual stream each TP rank touches in replicated ops.
     rep: f64,
@@ -126,7 +141,8 @@ struct Ctx<'a> {
 
 impl Ctx<'_> {
     fn gemm(&self, m: f64, n: f64, k: f64, batch: f64) -> Seconds {
-        self.dev.gemm_time(self.peak, m, n, k, batch)
+        self.dev
+            .gemm_time_at(self.peak, self.speedup, m, n, k, batch)
     }
     fn attn_gemm(&self, m: f64, n: f64, k: f64, batch: f64) -> Seconds {
         self.dev.gemm_time(self.attn_peak, m, n, k, batch)
@@ -146,7 +162,7 @@ impl Ctx<'_> {
 /// A stage's time per micro-batch and its parts.
 #[derive(Clone, Copy, Debug, Default)]
 struct StageTime {
-    /// Compute + exposed TP/SP + EP + interference.
+    /// Compute + exposed TP/SP + EP + CP + interference.
     total: Seconds,
     /// Exposed TP/SP.
     tp: Seconds,
@@ -154,26 +170,31 @@ struct StageTime {
     tp_hidden: Seconds,
     /// EP all-to-all (exposed).
     ep: Seconds,
+    /// CP exposed.
+    cp: Seconds,
     /// Interference from overlapped TP.
     slow: Seconds,
 }
 
 /// Per-micro-batch time of a stage: compute + the TP/SP its windows leave exposed + EP +
-/// interference (pipeline transfers are windows of their own, `comm::pp_windows`).
+/// exposed CP + interference (pipeline transfers are windows of their own,
+/// `comm::pp_windows`).
 fn stage_time(b: &Block) -> StageTime {
     let ps = [&b.fwd, &b.bwd, &b.rec];
     let sum = |f: fn(&Pass) -> Seconds| ps.iter().map(|p| f(p)).sum::<Seconds>();
-    let (tp, tp_hidden, ep, slow) = (
+    let (tp, tp_hidden, ep, cp, slow) = (
         sum(|p| p.tp),
         sum(|p| p.tp_hidden),
         sum(|p| p.ep),
+        sum(|p| p.cp),
         sum(|p| p.slow),
     );
     StageTime {
-        total: sum(|p| p.compute()) + tp + ep + slow,
+        total: sum(|p| p.compute()) + tp + ep + cp + slow,
         tp,
         tp_hidden,
         ep,
+        cp,
         slow,
     }
 }
@@ -187,13 +208,17 @@ pub(super) fn evaluate<T: Trace>(
     tr: &mut T,
 ) -> Result<Estimate> {
     let dev = &sys.device;
+    let seq = m.with_seq_len(plan.seq_len);
+    let m = &seq;
     let peak = dev.peak(plan.precision)?;
-    let attn_peak = match plan.precision {
-        crate::compute::Precision::Fp8 => dev.peak(crate::compute::Precision::Bf16).unwrap_or(peak),
-        _ => peak,
+    let attn_peak = if plan.precision.is_low() {
+        dev.peak(crate::compute::Precision::Bf16).unwrap_or(peak)
+    } else {
+        peak
     };
     let (t, b) = (plan.tp as f64, plan.micro_batch as f64);
-    let r = b * m.s * m.h;
+    let tokens = b * m.s / plan.cp as f64;
+    let r = tokens * m.h;
     let rep = if plan.sp { r / t } else { r };
     let e = plan.precision.activation_bytes();
     let c = Ctx {
@@ -203,20 +228,40 @@ pub(super) fn evaluate<T: Trace>(
         attn_peak,
         plan,
         place,
+        speedup: peak.get() / attn_peak.get(),
         coll: &sys.collective,
         dp_coll: &sys.dp_collective,
         e,
-        tokens: b * m.s,
+        tokens,
         r,
         rep,
         kappa: dev.spec.efficiency.overlap_slowdown,
         scale_up_dims: sys.spec.scale_up_dims,
         layer_params: layer_params(m, plan),
-        tp_dp_share: share_dims(&place.tp, &place.dp),
+        tp_dp_share: share_dims(&place.tp, &place.dp_cp),
     };
     explain_header(&c, tr);
     let (lay, tp_busy) = layer(&c, tr)?;
+    let dense_model = m.dense_layer();
+    let dense = if m.dense_layers > 0 {
+        layer(
+            &Ctx {
+                m: &dense_model,
+                ..c
+            },
+            tr,
+        )?
+        .0
+    } else {
+        lay
+    };
     let (first, last) = ends(&c, tr)?;
+    // The first `dense_layers` layers (dense MLP) sit on the first stage; MTP modules
+    // (one layer and one more head each) on the last.
+    let nd = m.dense_layers.min(plan.stages.first) as f64;
+    let first = first.add(dense, nd).add(lay, -nd);
+    let mtp = m.mtp_layers as f64;
+    let last = last.add(lay, mtp).add(last, mtp);
     let (worst, st, bubble) = pipeline(&c, &lay, &first, &last, tr);
     let mb = plan.micro_batches as f64;
     let mut times = Times {
@@ -245,21 +290,32 @@ pub(super) fn evaluate<T: Trace>(
         hidden: Seconds::ZERO,
         bytes: Bytes::new(ep_bytes),
     };
-    pipeline_comm(&c, st.total, &mut times, tr)?;
+    times.comm[CommClass::Cp as usize] = Comm {
+        exposed: st.cp * mb,
+        hidden: (worst.fwd.cp_hidden + worst.bwd.cp_hidden + worst.rec.cp_hidden) * mb,
+        bytes: Bytes::new((worst.fwd.cp_bytes + worst.bwd.cp_bytes + worst.rec.cp_bytes) * mb),
+    };
     let params = stage_params(m, plan);
+    // With LoRA only the adapters of the largest stage train (gradients, optimizer, DP).
+    let trainable = if plan.lora_rank > 0 {
+        lora::layer_adapter_params(&c) * plan.stages.max_layers() as f64
+    } else {
+        params
+    };
+    pipeline_comm(&c, st.total, &mut times, tr)?;
     let nb = Neighbours {
         tp_fwd: tp_busy.0,
         tp_bwd: tp_busy.1,
-        layers: (m.layers / plan.pp) as f64,
+        layers: plan.stages.max_layers() as f64,
     };
     let (dp, slow) = if plan.zero == 3 {
-        zero3(&c, params, &lay, &nb, tr)?
+        zero3(&c, trainable, &lay, &worst, &nb, tr)?
     } else {
-        dp_comm(&c, params, &worst, &nb, tr)?
+        dp_comm(&c, trainable, &worst, &nb, tr)?
     };
     times.comm[CommClass::Dp as usize] = dp;
     times.interference += slow;
-    times.optimizer = optimizer_time(&c, params);
+    times.optimizer = optimizer_time(&c, trainable, params);
     tr.line(|| {
         format!(
             "optimizer: {params:.4e} parameters on this device → {}",
@@ -267,7 +323,7 @@ pub(super) fn evaluate<T: Trace>(
         )
     });
     let (times, metrics) = finish(times, flops(m, plan), peak.get(), plan, m.s);
-    let memory = stage_memory(&c, params, plan);
+    let memory = stage_memory(&c, params, trainable, plan);
     explain_summary(&c, st.total, st.slow, &times, &metrics, &memory, tr);
     let groups = [&place.tp, &place.ep, &place.dp, &place.pp].map(GroupDims::from);
     Ok(Estimate {
@@ -305,7 +361,11 @@ fn pipeline_comm<T: Trace>(c: &Ctx, stage: Seconds, times: &mut Times, tr: &mut 
                 "PP windows: one transfer {hop}; fill + drain 2·(p−1) = {} transfers exposed; steady state 2·v = {} transfers per micro-batch {} ×{} → exposed {}, hidden {}; embedding sync {emb_sync}",
                 2 * (plan.pp - 1),
                 2 * plan.v,
-                if plan.schedule == crate::parallel::Schedule::Interleaved { format!("beside the stage's {stage} (bulk: interleaved schedule, overlap_p2p_comm)") } else { "blocking between compute steps (1F1B/GPipe): exposed".to_string() },
+                if plan.schedule == crate::parallel::Schedule::Interleaved {
+                    format!("beside the stage's {stage} (bulk: interleaved schedule, overlap_p2p_comm)")
+                } else {
+                    "blocking between compute steps (1F1B/GPipe): exposed".to_string()
+                },
                 plan.micro_batches,
                 w.exposed,
                 w.hidden
@@ -315,9 +375,14 @@ fn pipeline_comm<T: Trace>(c: &Ctx, stage: Seconds, times: &mut Times, tr: &mut 
     Ok(())
 }
 
-/// The stage compositions: `L/p` layers, plus the embedding on the first stage and the
-/// head on the last (both on the only stage when p = 1). Returns the slowest stage, its
-/// time per micro-batch, and the bubble `(p − 1)/v · T_mid` (Narayanan et al. SC'21 §2.2).
+/// The stage compositions (`plan.stages`: even or uneven split), plus the embedding on
+/// the first stage and the head on the last (both on the only stage when p = 1).
+/// Returns the slowest stage, its time per micro-batch and parts, and the bubble. With
+/// stage times `T_i`, a 1F1B pipeline of `m` micro-batches takes
+/// `Σ_i T_i + (m − 1)·max_i T_i` (the fill and drain pass through every other stage once;
+/// Narayanan et al. SC'21 §2.2 for equal stages, where it is `(m + p − 1)·T`);
+/// interleaving over `v` chunks divides the fill and drain by `v`:
+/// bubble = `(Σ_i T_i − max_i T_i) / v`. Pipeline transfers are windows of their own.
 fn pipeline<T: Trace>(
     c: &Ctx,
     lay: &Block,
@@ -326,43 +391,58 @@ fn pipeline<T: Trace>(
     tr: &mut T,
 ) -> (Block, StageTime, Seconds) {
     let plan = c.plan;
-    let mid = Block::default().add(*lay, (c.m.layers / plan.pp) as f64);
-    let candidates = if plan.pp == 1 {
-        let all = mid.add(*first, 1.0).add(*last, 1.0);
-        [all, all]
+    let st = plan.stages;
+    let n = |k: u32| Block::default().add(*lay, k as f64);
+    let (worst, sum) = if plan.pp == 1 {
+        let all = n(st.first).add(*first, 1.0).add(*last, 1.0);
+        (all, stage_time(&all).total)
     } else {
-        [mid.add(*first, 1.0), mid.add(*last, 1.0)]
+        let f = n(st.first).add(*first, 1.0);
+        let l = n(st.last).add(*last, 1.0);
+        let mid = n(st.mid_max);
+        let mids = stage_time(&n(1)).total * st.mid_sum as f64;
+        let sum = stage_time(&f).total + stage_time(&l).total + mids;
+        let worst = [f, l, mid]
+            .into_iter()
+            .filter(|b| b.fwd.compute() > Seconds::ZERO)
+            .max_by(|a, b| {
+                stage_time(a)
+                    .total
+                    .get()
+                    .total_cmp(&stage_time(b).total.get())
+            })
+            .unwrap_or(f);
+        (worst, sum)
     };
-    let s0 = stage_time(&candidates[0]);
-    let s1 = stage_time(&candidates[1]);
-    let (worst, st) = if s1.total > s0.total {
-        (candidates[1], s1)
+    let stt = stage_time(&worst);
+    let bubble = if plan.pp == 1 {
+        Seconds::ZERO
     } else {
-        (candidates[0], s0)
+        (sum - stt.total) / plan.v as f64
     };
-    let mid_time = stage_time(&mid).total;
-    let bubble = mid_time * ((plan.pp - 1) as f64 / plan.v as f64);
     tr.line(|| {
         format!(
-            "stage per micro-batch: {} (slowest), {mid_time} (middle)",
-            st.total
+            "stages: layers first {}, middle up to {} ({} in all), last {}; slowest stage per micro-batch {}",
+            st.first, st.mid_max, st.mid_sum, st.last, stt.total
         )
     });
     tr.line(|| {
         format!(
-            "bubble = (p−1)/v · T_mid = {}/{} · {mid_time} = {bubble}",
-            plan.pp - 1,
-            plan.v
+            "bubble = (Σ_i T_i − max_i T_i)/v = ({sum} − {})/{} = {bubble}",
+            stt.total, plan.v
         )
     });
-    (worst, st, bubble)
+    (worst, stt, bubble)
 }
 
-/// (model, hardware) FLOPs per iteration: `3 · F_fwd/token · B · s`; hardware adds the
+/// (model, hardware) FLOPs per iteration: `3 · F_fwd/token · B · s` (`2 ·` with LoRA,
+/// whose frozen weights have no weight gradient); hardware adds the
 /// recomputed forward (full: the layers' forward; selective: the attention core).
 fn flops(m: &Transformer, plan: &Plan) -> (f64, f64) {
     let tokens = plan.global_batch as f64 * m.s;
-    let model = 3.0 * m.forward_flops_per_token() * tokens;
+    // LoRA: forward and data gradient only (frozen weights have no weight gradient).
+    let passes = if plan.lora_rank > 0 { 2.0 } else { 3.0 };
+    let model = passes * m.forward_flops_per_token() * tokens;
     let extra = match plan.recompute {
         Recompute::None => 0.0,
         Recompute::Selective => m.layers as f64 * m.attention_core_flops_per_token(),
@@ -430,38 +510,41 @@ fn explain_summary<T: Trace>(
     });
     tr.line(|| {
         format!(
-            "activations = per layer {} × L/p = {} × in flight {:.3} = {} (Korthikanti et al. 2022 Eq. 1-6)",
+            "activations = per layer {} / cp × first-stage layers {} × in flight {:.3} = {} (Korthikanti et al. 2022 Eq. 1-6)",
             Bytes::new(memory::layer_activation_bytes(m, plan, m.bias)),
-            m.layers / plan.pp,
+            plan.stages.first,
             memory::in_flight(plan),
             mem.activations
         )
     });
 }
 
-/// Parameters held by the device of the largest stage: `L/p` layers (experts divided by
-/// EP) split over TP, plus the embedding (V·h/t) on the first and, with tied weights and
-/// p > 1, a copy on the last stage.
+/// Parameters held by the device of the stage with the most: its layers (experts
+/// divided by EP) split over TP, plus the embedding (V·h/t) on the first and, untied or
+/// with tied weights and p > 1, the output head on the last.
 fn stage_params(m: &Transformer, plan: &Plan) -> f64 {
-    let lp = (m.layers / plan.pp) as f64;
-    let emb = m.embedding_params / plan.tp as f64;
-    let ends = if plan.pp == 1 {
-        emb
-    } else {
-        emb.max(if m.tied {
-            m.v * m.h / plan.tp as f64
-        } else {
-            emb
-        })
-    };
-    lp * layer_params(m, plan) + ends
+    let st = plan.stages;
+    let t = plan.tp as f64;
+    let layer = layer_params(m, plan) * t;
+    let emb = m.embedding_params / t;
+    if plan.pp == 1 {
+        return st.first as f64 * layer / t + emb;
+    }
+    let head = if m.tied { m.v * m.h / t } else { emb };
+    let first = st.first as f64 * layer / t + emb;
+    let last = st.last as f64 * layer / t + head;
+    first.max(last).max(st.mid_max as f64 * layer / t)
 }
 
 /// Parameters of one transformer layer on one device: attention, the local experts'
-/// MLPs (E/ep of them) and norms, split over TP.
+/// MLPs (E/ep of them, split etp ways), shared experts and norms, split over TP.
 fn layer_params(m: &Transformer, plan: &Plan) -> f64 {
-    (m.attn_params + m.experts as f64 / plan.ep as f64 * m.mlp_params + m.other_layer_params)
-        / plan.tp as f64
+    let t = plan.tp as f64;
+    (m.attn_params
+        + m.experts as f64 / plan.ep as f64 * m.mlp_params * (t / plan.etp as f64)
+        + m.shared_params
+        + m.other_layer_params)
+        / t
 }
 
 /// Optimizer step, memory-bound over the local optimizer shard (Megatron-LM's
@@ -471,27 +554,51 @@ fn layer_params(m: &Transformer, plan: &Plan) -> f64 {
 /// copied to the 16-bit model weight (read 4, write 2); gradients are zeroed (`g`). With
 /// fp16 dynamic loss scaling the gradients are also unscaled and checked for inf/NaN
 /// in place (`2g`). Total `30 + 3g` (+ `2g` for fp16).
-fn optimizer_time(c: &Ctx, params: f64) -> Seconds {
+fn optimizer_time(c: &Ctx, trainable: f64, params: f64) -> Seconds {
     let g = c.plan.optimizer.bytes_per_param().1;
     let shard = if c.plan.zero >= 1 {
-        c.plan.dp as f64
+        (c.plan.dp * c.plan.cp) as f64
     } else {
         1.0
+    };
+    // Low-precision weight copies are refreshed once per iteration (Transformer Engine
+    // caches them across micro-batches): read 2 B, write the copies.
+    let recast = lowp::weight_copy_bytes(c.plan.precision, c.plan.fp8_recipe);
+    let recast = if recast > 0.0 {
+        params * (2.0 + recast)
+    } else {
+        0.0
     };
     let unscale = if c.plan.precision == crate::compute::Precision::Fp16 {
         2.0 * g
     } else {
         0.0
     };
-    c.mem(params / shard * (30.0 + 3.0 * g + unscale), 8.0)
+    c.mem(trainable / shard * (30.0 + 3.0 * g + unscale) + recast, 8.0)
 }
 
-/// Memory of the first pipeline stage (the most activations in flight).
-fn stage_memory(c: &Ctx, params: f64, plan: &Plan) -> Memory {
-    let states = memory::model_states(params, plan.optimizer, plan.zero, plan.dp);
-    let per_layer = memory::layer_activation_bytes(c.m, plan, c.m.bias);
-    let lp = (c.m.layers / plan.pp) as f64;
-    let acts = per_layer * lp * memory::in_flight(plan);
+/// Memory of the stage with the most activations: the first stage holds `in_flight`
+/// micro-batches of its layers, the second one fewer (1F1B); ZeRO shards over DP × CP;
+/// CP divides every activation by `c`; FP8-family precisions keep their weight copies.
+fn stage_memory(c: &Ctx, params: f64, trainable: f64, plan: &Plan) -> Memory {
+    let shard = if plan.hsdp > 1 {
+        plan.hsdp
+    } else {
+        plan.dp * plan.cp
+    };
+    let mut states = memory::model_states(trainable, plan.optimizer, plan.zero, shard);
+    // Frozen (LoRA) weights: 16-bit, not sharded.
+    states[0] += (params - trainable) * 2.0;
+    states[0] += params * lowp::weight_copy_bytes(plan.precision, plan.fp8_recipe);
+    let per_layer = memory::layer_activation_bytes(c.m, plan, c.m.bias) / plan.cp as f64;
+    let st = plan.stages;
+    let fl = memory::in_flight(plan);
+    let second = if plan.pp > 2 {
+        st.mid_max as f64 * fl * (plan.pp - 1) as f64 / plan.pp as f64
+    } else {
+        0.0
+    };
+    let acts = per_layer * (st.first as f64 * fl).max(second);
     let logits = if plan.pp == 1 {
         c.tokens * c.m.v / plan.tp as f64 * 4.0
     } else {
@@ -500,7 +607,7 @@ fn stage_memory(c: &Ctx, params: f64, plan: &Plan) -> Memory {
     // DP buckets: with ZeRO-0/1 they are views into the unsharded gradient buffer (counted
     // in `gradients`); with ZeRO-2 the gradients are sharded and the unsharded bucket being
     // filled and the one being reduce-scattered are extra.
-    let bucket = if plan.dp > 1 && plan.zero == 2 {
+    let bucket = if plan.dp * plan.cp > 1 && plan.zero == 2 {
         2.0 * plan.dp_bucket_bytes().get()
     } else {
         0.0
@@ -509,7 +616,7 @@ fn stage_memory(c: &Ctx, params: f64, plan: &Plan) -> Memory {
     // prefetched, and the unsharded gradients of the layer just computed and of the one
     // being reduce-scattered (Zhao et al. VLDB'23 §3.3: prefetching keeps two layers' worth).
     let (_, g, _) = plan.optimizer.bytes_per_param();
-    let prefetch = if plan.zero == 3 && plan.dp > 1 {
+    let prefetch = if plan.zero == 3 && plan.dp * plan.cp > 1 {
         2.0 * c.layer_params * (c.e + g)
     } else {
         0.0

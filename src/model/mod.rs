@@ -4,16 +4,20 @@
 //! (parameters, FLOPs per token or sample) are computed once, so that evaluating a plan
 //! never allocates.
 
+pub mod attention;
 pub mod dlrm;
 pub mod layered;
+pub mod moe;
 pub mod transformer;
 
 use crate::error::{Error, Result};
 use serde::{Deserialize, Serialize};
 
+pub use attention::{Attention, MlaSpec, Split};
 pub use dlrm::{Dlrm, DlrmSpec};
 pub use layered::{Layered, LayeredSpec};
-pub use transformer::{Activation, MoeSpec, Transformer, TransformerSpec};
+pub use moe::MoeSpec;
+pub use transformer::{Activation, Transformer, TransformerSpec};
 
 /// A model file as written.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -3,6 +3,8 @@
 //! of a model file; [`Transformer`] the validated form with plan-independent counts
 //! (parameters, FLOPs per token) precomputed.
 
+use super::attention::{Attention, MlaSpec};
+use super::moe::{MoeSpec, mlp_params};
 use crate::error::{Error, Result};
 use serde::{Deserialize, Serialize};
 
@@ -15,16 +17,6 @@ pub enum Activation {
     Gelu,
     /// SwiGLU: three matrices (gate, up, down) (Shazeer 2020; LLaMA).
     Swiglu,
-}
-
-/// Mixture-of-experts MLP: every layer's MLP has `experts` copies, each token uses `top_k`.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct MoeSpec {
-    /// Number of experts per layer.
-    pub experts: u32,
-    /// Experts each token is routed to.
-    pub top_k: u32,
 }
 
 /// `[transformer]` table of a model file.
@@ -40,6 +32,9 @@ pub struct TransformerSpec {
     /// Key/value heads for grouped-query attention (default = heads).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kv_heads: Option<u32>,
+    /// Size of one attention head (default hidden / heads; Qwen3 and gpt-oss set it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub head_dim: Option<u32>,
     /// MLP inner size f (default 4h).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ffn_hidden: Option<u32>,
@@ -65,6 +60,13 @@ pub struct TransformerSpec {
     /// Mixture of experts.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub moe: Option<MoeSpec>,
+    /// Multi-head latent attention (DeepSeek-V2/V3) instead of MHA/GQA.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mla: Option<MlaSpec>,
+    /// Multi-token-prediction modules (DeepSeek-V3 §2.2: one extra layer, a 2h×h
+    /// projection and the shared output head each).
+    #[serde(default)]
+    pub mtp_layers: u32,
 }
 
 fn yes() -> bool {
@@ -82,10 +84,20 @@ pub struct Transformer {
     pub heads: u32,
     /// Key/value heads.
     pub kv_heads: u32,
-    /// Head dimension d = h/a.
+    /// Head dimension d (query/key size per head).
     pub d: f64,
-    /// MLP inner size f.
+    /// The attention projections (GQA or MLA).
+    pub attn: Attention,
+    /// MLP inner size f of one routed expert (of the dense MLP when not MoE).
     pub f: f64,
+    /// MLP inner size of the dense layers (`ffn_hidden`).
+    pub dense_f: f64,
+    /// Total inner size of the shared experts (0 without).
+    pub shared_f: f64,
+    /// Leading layers with a dense MLP (MoE models).
+    pub dense_layers: u32,
+    /// Multi-token-prediction modules.
+    pub mtp_layers: u32,
     /// Vocabulary V.
     pub v: f64,
     /// Sequence length s.
@@ -102,10 +114,16 @@ pub struct Transformer {
     pub bias: bool,
     /// Causal attention.
     pub causal: bool,
-    /// Parameters of one layer's attention block (QKV + projection + biases).
+    /// Learned absolute positions (`s·h` parameters, so they follow `--seq-len`).
+    pub learned_positions: bool,
+    /// Parameters of one layer's attention block (projections + biases).
     pub attn_params: f64,
-    /// Parameters of one expert's MLP (one dense MLP when not MoE).
+    /// Parameters of one routed expert's MLP (one dense MLP when not MoE).
     pub mlp_params: f64,
+    /// Parameters of the shared experts of one MoE layer.
+    pub shared_params: f64,
+    /// Parameters of the dense MLP of a dense layer.
+    pub dense_mlp_params: f64,
     /// Parameters of one layer's norms and router.
     pub other_layer_params: f64,
     /// Embedding parameters (token, position, untied output).
@@ -113,109 +131,198 @@ pub struct Transformer {
 }
 
 impl Transformer {
-    /// Validates: every size ≥ 1, a divisible by kv_heads, h divisible by a, top_k ≤ experts.
+    /// Validates: every size ≥ 1, a divisible by kv_heads, h divisible by a (unless the
+    /// head size is given), top_k ≤ experts, dense layers fewer than the layers.
     pub fn from_spec(spec: &TransformerSpec) -> Result<Transformer> {
         let w = "transformer";
         let kv = spec.kv_heads.unwrap_or(spec.heads);
         let f = spec.ffn_hidden.unwrap_or(4 * spec.hidden);
+        let moe = spec.moe.unwrap_or(MoeSpec::DENSE);
         for (k, v) in [
             ("layers", spec.layers),
             ("hidden", spec.hidden),
             ("heads", spec.heads),
             ("kv_heads", kv),
             ("ffn_hidden", f),
+            ("head_dim", spec.head_dim.unwrap_or(1)),
             ("vocab", spec.vocab),
             ("seq_len", spec.seq_len),
+            ("moe.expert_ffn_hidden", moe.expert_ffn_hidden.unwrap_or(1)),
         ] {
             if v == 0 {
                 return Err(Error::input(format!("{w}.{k}"), "must be ≥ 1"));
             }
         }
-        if !spec.hidden.is_multiple_of(spec.heads) {
-            return Err(Error::input(format!("{w}.heads"), "must divide hidden"));
+        if spec.head_dim.is_none() && spec.mla.is_none() && !spec.hidden.is_multiple_of(spec.heads)
+        {
+            return Err(Error::input(
+                format!("{w}.heads"),
+                "must divide hidden (or set head_dim)",
+            ));
         }
         if !spec.heads.is_multiple_of(kv) {
             return Err(Error::input(format!("{w}.kv_heads"), "must divide heads"));
         }
-        let (experts, top_k) = match spec.moe {
-            Some(m) if m.experts == 0 || m.top_k == 0 || m.top_k > m.experts => {
-                return Err(Error::input(format!("{w}.moe"), "need 1 ≤ top_k ≤ experts"));
-            }
-            Some(m) => (m.experts, m.top_k),
-            None => (1, 1),
-        };
+        if moe.experts == 0 || moe.top_k == 0 || moe.top_k > moe.experts {
+            return Err(Error::input(format!("{w}.moe"), "need 1 ≤ top_k ≤ experts"));
+        }
+        if moe.dense_layers >= spec.layers {
+            return Err(Error::input(
+                format!("{w}.moe.dense_layers"),
+                format!("must be fewer than the {} layers", spec.layers),
+            ));
+        }
+        if let Some(m) = &spec.mla
+            && (m.kv_lora_rank == 0
+                || m.qk_nope_head_dim + m.qk_rope_head_dim == 0
+                || m.v_head_dim == 0)
+        {
+            return Err(Error::input(
+                format!("{w}.mla"),
+                "kv_lora_rank, qk_nope_head_dim + qk_rope_head_dim and v_head_dim must be ≥ 1",
+            ));
+        }
+        Ok(Self::derive(spec, kv, f, moe))
+    }
+
+    fn derive(spec: &TransformerSpec, kv: u32, f: u32, moe: MoeSpec) -> Transformer {
         let h = spec.hidden as f64;
-        let d = h / spec.heads as f64;
-        let kvd = kv as f64 * d;
-        let fh = f as f64;
-        let bias = if spec.bias { 1.0 } else { 0.0 };
-        let gated = spec.activation == Activation::Swiglu;
-        let attn_params = h * (h + 2.0 * kvd) + h * h + bias * (h + 2.0 * kvd + h);
-        let mlp_params = if gated {
-            3.0 * h * fh + bias * (2.0 * fh + h)
-        } else {
-            2.0 * h * fh + bias * (fh + h)
+        let d = spec.head_dim.map_or(h / spec.heads as f64, f64::from);
+        let attn = match &spec.mla {
+            Some(m) => Attention::mla(spec.heads, m),
+            None => Attention::gqa(spec.heads, kv, d),
         };
-        let norm = if spec.bias { 4.0 * h } else { 2.0 * h };
+        let bias = spec.bias;
+        let gated = spec.activation == Activation::Swiglu;
+        let expert_f = moe.expert_ffn_hidden.unwrap_or(f) as f64;
+        let shared_f = expert_f * moe.shared_experts as f64;
+        let norm = if bias { 4.0 * h } else { 2.0 * h };
+        let experts = moe.experts;
         let router = if experts > 1 { h * experts as f64 } else { 0.0 };
-        let (v, s) = (spec.vocab as f64, spec.seq_len as f64);
-        let pos = if spec.learned_positions { s * h } else { 0.0 };
-        let untied = if spec.tied_embeddings { 0.0 } else { v * h };
-        Ok(Transformer {
+        let untied = if spec.tied_embeddings {
+            0.0
+        } else {
+            spec.vocab as f64 * h
+        };
+        let mut t = Transformer {
             layers: spec.layers,
             h,
             heads: spec.heads,
             kv_heads: kv,
-            d,
-            f: fh,
-            v,
-            s,
+            d: attn.qk_d,
+            attn,
+            f: expert_f,
+            dense_f: f as f64,
+            shared_f,
+            dense_layers: if experts > 1 { moe.dense_layers } else { 0 },
+            mtp_layers: spec.mtp_layers,
+            v: spec.vocab as f64,
+            // Set by `with_seq_len` below, which also adds the position table.
+            s: 0.0,
             gated,
             experts,
-            top_k,
+            top_k: moe.top_k,
             tied: spec.tied_embeddings,
-            bias: spec.bias,
+            bias,
             causal: spec.causal,
-            attn_params,
-            mlp_params,
+            learned_positions: spec.learned_positions,
+            attn_params: attn.params(h, bias),
+            mlp_params: mlp_params(h, expert_f, gated, bias),
+            shared_params: if shared_f > 0.0 {
+                mlp_params(h, shared_f, gated, bias)
+            } else {
+                0.0
+            },
+            dense_mlp_params: mlp_params(h, f as f64, gated, bias),
             other_layer_params: norm + router,
-            embedding_params: v * h + pos + untied + norm / 2.0,
-        })
+            embedding_params: 0.0,
+        };
+        t.embedding_params = spec.vocab as f64 * h + untied + norm / 2.0;
+        t.with_seq_len(spec.seq_len)
     }
 
-    /// Parameters of one layer: attention + experts × MLP + norms/router.
+    /// The same model trained at sequence length `s` (`--seq-len`): only `s` and the
+    /// learned position table (`s·h`) change. `Copy`, so a sweep axis costs nothing.
+    pub fn with_seq_len(mut self, s: u32) -> Transformer {
+        let pos = |s: f64| {
+            if self.learned_positions {
+                s * self.h
+            } else {
+                0.0
+            }
+        };
+        self.embedding_params += pos(s as f64) - pos(self.s);
+        self.s = s as f64;
+        self
+    }
+
+    /// The dense layer of an MoE model (its first `dense_layers`), as a dense model.
+    pub fn dense_layer(&self) -> Transformer {
+        Transformer {
+            experts: 1,
+            top_k: 1,
+            f: self.dense_f,
+            shared_f: 0.0,
+            mlp_params: self.dense_mlp_params,
+            shared_params: 0.0,
+            other_layer_params: if self.experts > 1 {
+                self.other_layer_params - self.h * self.experts as f64
+            } else {
+                self.other_layer_params
+            },
+            dense_layers: 0,
+            ..*self
+        }
+    }
+
+    /// Parameters of one MoE (or dense) layer: attention + experts × MLP + shared + norms/router.
     pub fn layer_params(&self) -> f64 {
-        self.attn_params + self.experts as f64 * self.mlp_params + self.other_layer_params
+        self.attn_params
+            + self.experts as f64 * self.mlp_params
+            + self.shared_params
+            + self.other_layer_params
     }
 
-    /// Total parameters: `L · layer + embeddings`; for dense GPT ≈ 12·L·h² + V·h
-    /// (Narayanan et al. SC'21 §5.1) plus biases, norms and positions.
+    /// Total parameters: `(L − D) · layer + D · dense layer + embeddings + MTP`; for dense
+    /// GPT ≈ 12·L·h² + V·h (Narayanan et al. SC'21 §5.1) plus biases, norms and positions.
+    /// An MTP module is one layer, a `2h × h` projection and two norms (DeepSeek-V3 §2.2).
     pub fn params(&self) -> f64 {
-        self.layers as f64 * self.layer_params() + self.embedding_params
+        let dense = self.dense_layers as f64;
+        let mtp =
+            self.mtp_layers as f64 * (self.layer_params() + 2.0 * self.h * self.h + 2.0 * self.h);
+        (self.layers as f64 - dense) * self.layer_params()
+            + dense * self.dense_layer().layer_params()
+            + self.embedding_params
+            + mtp
     }
 
-    /// Matrix parameters a token passes through in one layer (top_k experts).
+    /// Matrix parameters a token passes through in one layer (top_k routed experts and
+    /// the shared ones).
     pub fn active_matmul_params_per_layer(&self) -> f64 {
-        let h = self.h;
-        let kvd = self.kv_heads as f64 * self.d;
-        let mlp = if self.gated { 3.0 } else { 2.0 } * h * self.f;
-        h * (h + 2.0 * kvd) + h * h + self.top_k as f64 * mlp
+        let w = |f: f64| if self.gated { 3.0 } else { 2.0 } * self.h * f;
+        self.attn.params(self.h, false) + self.top_k as f64 * w(self.f) + w(self.shared_f)
     }
 
     /// Model FLOPs of one forward pass per token (no recomputation):
-    /// `L·(2·P_matmul + 4·s·h) + 2·V·h`. For dense GPT this is `24·L·h² + 4·L·s·h + 2·V·h`,
-    /// i.e. one third of Korthikanti et al. 2022's `72·B·s·L·h²·(1 + s/(6h) + V/(12hL))` per
-    /// token (§6.2; the Megatron-LM MFU definition), which counts QKᵀ and attention·V on
-    /// the full (unmasked) s×s matrix.
+    /// `Σ_layers (2·P_matmul + core) + 2·V·h`, core = `2·s·a·(d_qk + d_v)` (QKᵀ and
+    /// attention·V). For dense GPT this is `24·L·h² + 4·L·s·h + 2·V·h`, i.e. one third of
+    /// Korthikanti et al. 2022's `72·B·s·L·h²·(1 + s/(6h) + V/(12hL))` per token (§6.2;
+    /// the Megatron-LM MFU definition), which counts QKᵀ and attention·V on the full
+    /// (unmasked) s×s matrix. MTP modules add a layer, their projection and a head each.
     pub fn forward_flops_per_token(&self) -> f64 {
-        let attn_core = 4.0 * self.s * self.heads as f64 * self.d;
-        self.layers as f64 * (2.0 * self.active_matmul_params_per_layer() + attn_core)
-            + 2.0 * self.v * self.h
+        let core = self.attention_core_flops_per_token();
+        let layer = 2.0 * self.active_matmul_params_per_layer() + core;
+        let dense = 2.0 * self.dense_layer().active_matmul_params_per_layer() + core;
+        let d = self.dense_layers as f64;
+        let head = 2.0 * self.v * self.h;
+        let mtp = self.mtp_layers as f64 * (layer + 4.0 * self.h * self.h + head);
+        (self.layers as f64 - d) * layer + d * dense + head + mtp
     }
 
-    /// FLOPs of the attention core (QKᵀ and attention·V) per token and layer: `4·s·a·d`.
+    /// FLOPs of the attention core (QKᵀ and attention·V) per token and layer:
+    /// `2·s·a·(d_qk + d_v)` (`4·s·a·d` for MHA/GQA).
     pub fn attention_core_flops_per_token(&self) -> f64 {
-        4.0 * self.s * self.heads as f64 * self.d
+        2.0 * self.s * self.heads as f64 * (self.attn.qk_d + self.attn.v_d)
     }
 }
 
@@ -239,6 +346,9 @@ mod tests {
             bias: true,
             causal: true,
             moe: None,
+            head_dim: None,
+            mla: None,
+            mtp_layers: 0,
         })
         .unwrap()
     }
@@ -284,6 +394,9 @@ mod tests {
             bias: false,
             causal: true,
             moe: None,
+            head_dim: None,
+            mla: None,
+            mtp_layers: 0,
         })
         .unwrap();
         assert_relative_eq!(t.params(), 68.98e9, max_relative = 2e-3);

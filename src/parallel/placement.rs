@@ -26,6 +26,14 @@ pub struct Span {
 pub struct Placement {
     /// Tensor (and sequence) parallel group.
     pub tp: Span,
+    /// Context-parallel group (next to TP, as Megatron-LM's `tp-cp-ep-dp-pp`).
+    pub cp: Span,
+    /// The ranks that hold the same weights: CP × DP (gradients reduce over them).
+    pub dp_cp: Span,
+    /// HSDP shard group (the inner `hsdp` ranks of DP; DP itself without HSDP).
+    pub shard: Span,
+    /// HSDP replica group (the outer `dp / hsdp` ranks of DP; empty without HSDP).
+    pub replica: Span,
     /// Expert-parallel group (inner part of DP).
     pub ep: Span,
     /// Data-parallel group.
@@ -111,7 +119,7 @@ impl Cursor<'_> {
 }
 
 impl Placement {
-    /// Maps the plan's groups onto `dims` (innermost first): TP, then DP (EP first within
+    /// Maps the plan's groups onto `dims` (innermost first): TP, CP, then DP (EP first within
     /// it), then PP, or TP, PP, DP with [`Order::TpPpDp`]. Errors when a group does not
     /// align with the dimension sizes or the plan needs more devices than the topology has.
     pub fn new(plan: &Plan, dims: &[Dim]) -> Result<Placement> {
@@ -128,23 +136,45 @@ impl Placement {
             left: dims.first().map_or(1, |d| d.size),
         };
         let tp = c.take(plan.tp, "tp")?;
-        let (ep, dp, pp);
+        let cp = c.take(plan.cp, "cp")?;
+        let (ep, dp, pp, shard, replica);
         match plan.order {
             Order::TpDpPp => {
-                ep = c.take(plan.ep, "ep")?;
-                let rest = c.take(plan.dp / plan.ep, "dp")?;
-                dp = merge(&ep, &rest, plan.dp);
+                (ep, dp, shard, replica) = take_dp(&mut c, plan)?;
                 pp = c.take(plan.pp, "pp")?;
             }
             Order::TpPpDp => {
                 pp = c.take(plan.pp, "pp")?;
-                ep = c.take(plan.ep, "ep")?;
-                let rest = c.take(plan.dp / plan.ep, "dp")?;
-                dp = merge(&ep, &rest, plan.dp);
+                (ep, dp, shard, replica) = take_dp(&mut c, plan)?;
             }
         }
-        Ok(Placement { tp, ep, dp, pp })
+        let dp_cp = merge(&cp, &dp, plan.cp * plan.dp);
+        Ok(Placement {
+            tp,
+            cp,
+            dp_cp,
+            shard,
+            replica,
+            ep,
+            dp,
+            pp,
+        })
     }
+}
+
+/// The DP group from the cursor: EP first within it (Megatron-LM), or with HSDP the
+/// shard group first and the replicas outside it. Returns (ep, dp, shard, replica).
+fn take_dp(c: &mut Cursor, plan: &Plan) -> Result<(Span, Span, Span, Span)> {
+    let ep = c.take(plan.ep, "ep")?;
+    if plan.hsdp > 1 {
+        let rest = c.take(plan.hsdp / plan.ep, "hsdp")?;
+        let shard = merge(&ep, &rest, plan.hsdp);
+        let replica = c.take(plan.dp / plan.hsdp, "hsdp")?;
+        return Ok((ep, merge(&shard, &replica, plan.dp), shard, replica));
+    }
+    let rest = c.take(plan.dp / plan.ep, "dp")?;
+    let dp = merge(&ep, &rest, plan.dp);
+    Ok((ep, dp, dp, Span::EMPTY))
 }
 
 /// The union of two consecutive spans (EP then the rest of DP).

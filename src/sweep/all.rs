@@ -12,7 +12,7 @@ use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
-const HEADER: [&str; 22] = [
+const HEADER: [&str; 26] = [
     "index",
     "network",
     "gpus",
@@ -30,6 +30,10 @@ const HEADER: [&str; 22] = [
     "tp_overlap",
     "order",
     "flash_attention",
+    "cp",
+    "cp_kind",
+    "seq_len",
+    "precision",
     "status",
     "iteration_time_s",
     "tokens_per_s",
@@ -177,7 +181,19 @@ pub fn describe(p: &Plan, network: &str, i: u64) -> Vec<String> {
         p.tp_overlap.to_string(),
         order_name(p).to_string(),
         p.flash_attention.to_string(),
+        p.cp.to_string(),
+        p.cp_kind.name().to_string(),
+        p.seq_len.to_string(),
+        precision_name(p),
     ]
+}
+
+/// The precision, with the FP8 recipe when it is FP8 ("fp8:delayed").
+pub fn precision_name(p: &Plan) -> String {
+    match p.precision {
+        crate::compute::Precision::Fp8 => format!("fp8:{}", p.fp8_recipe.name()),
+        x => x.name().to_string(),
+    }
 }
 
 /// "gpipe", "1f1b", "interleaved".

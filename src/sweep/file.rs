@@ -20,9 +20,10 @@
 //! topology = "switch(512, 350GB/s, 500ns)"
 //! ```
 
+use crate::compute::{Fp8Recipe, Precision};
 use crate::error::{Error, Result};
 use crate::network::Topology;
-use crate::parallel::{Order, Recompute, Schedule};
+use crate::parallel::{CpKind, Order, Recompute, Schedule};
 use serde::de::{DeserializeOwned, IntoDeserializer};
 use serde::{Deserialize, Serialize};
 
@@ -84,6 +85,14 @@ pub struct AxesFile {
     pub order: Option<Vec<String>>,
     /// Flash attention values.
     pub flash_attention: Option<Vec<bool>>,
+    /// Context-parallel degrees.
+    pub cp: Option<Vec<u32>>,
+    /// Context-parallel kinds: "ring", "a2a".
+    pub cp_kind: Option<Vec<String>>,
+    /// Sequence lengths.
+    pub seq_len: Option<Vec<u32>>,
+    /// Precisions: "bf16", "fp8", "fp8:current", "fp8:block", "mxfp8", "nvfp4", ….
+    pub precision: Option<Vec<String>>,
 }
 
 /// `[[networks]]`: a named topology in the command-line syntax.
@@ -129,6 +138,19 @@ pub fn parse_order(s: &str) -> Result<Order> {
     parse_enum("order", s, &["tp-dp-pp", "tp-pp-dp"])
 }
 
+/// Parses a context-parallel kind.
+pub fn parse_cp_kind(s: &str) -> Result<CpKind> {
+    parse_enum("cp_kind", s, &["ring", "a2a"])
+}
+
+/// Parses a precision with an optional FP8 recipe: `fp8:current` (default `delayed`).
+pub fn parse_precision(s: &str) -> Result<(Precision, Fp8Recipe)> {
+    let (p, r) = s.split_once(':').unwrap_or((s, "delayed"));
+    let p = Precision::parse(p).map_err(|e| e.context("precision"))?;
+    let r = parse_enum("fp8 recipe", r, &["delayed", "current", "block"])?;
+    Ok((p, r))
+}
+
 /// Parses `NAME=TOPOLOGY` (or a bare topology, named after itself).
 pub fn parse_network(s: &str) -> Result<(String, Topology)> {
     match s.split_once('=') {
@@ -164,6 +186,12 @@ mod tests {
         assert!(e.contains("did you mean '1f1b'"), "{e}");
         assert_eq!(parse_recompute("full").unwrap(), Recompute::Full);
         assert_eq!(parse_order("tp-pp-dp").unwrap(), Order::TpPpDp);
+        assert_eq!(parse_cp_kind("a2a").unwrap(), CpKind::A2a);
+        assert_eq!(
+            parse_precision("fp8:current").unwrap(),
+            (Precision::Fp8, Fp8Recipe::Current)
+        );
+        assert!(parse_precision("fp8:sometimes").is_err());
     }
 
     #[test]

@@ -1,8 +1,8 @@
 //! The search space. A grid is the Cartesian product of its [`Axes`]; it is laid out in
 //! two levels so that the hot loop allocates nothing and rarely fails:
 //!
-//! - *structural* axes (device count, network, tp, pp, ep, micro-batch, schedule and
-//!   interleaving depth) decide whether a plan is valid at all. Their product is small
+//! - *structural* axes (device count, network, tp, pp, ep, context parallelism and its
+//!   kind, sequence length, precision, micro-batch, schedule and interleaving depth) decide whether a plan is valid at all. Their product is small
 //!   (thousands), so each combination is validated once up front with `Plan::new`; the
 //!   invalid ones are counted per reason and never reach the hot loop;
 //! - *knob* axes (ZeRO stage, recomputation, sequence parallel, DP/TP overlap, group
@@ -16,11 +16,12 @@
 //! configuration: only its first listed value is evaluated, the others are counted as
 //! *redundant* drops, so every distinct configuration is evaluated once.
 
+use crate::compute::{Fp8Recipe, Precision};
 use crate::error::{Error, Result};
 use crate::estimate;
 use crate::model::Model;
 use crate::network::Topology;
-use crate::parallel::{Order, Plan, PlanSpec, Recompute, Schedule};
+use crate::parallel::{CpKind, Order, Plan, PlanSpec, Recompute, Schedule};
 use crate::system::System;
 
 /// The lists of values each axis takes.
@@ -36,6 +37,12 @@ pub struct Axes {
     pub pp: Vec<u32>,
     /// Expert-parallel degrees; empty means 1 for dense models, every divisor otherwise.
     pub ep: Vec<u32>,
+    /// (context-parallel degree, kind).
+    pub cp: Vec<(u32, CpKind)>,
+    /// Sequence lengths; empty means the model's.
+    pub seq_len: Vec<u32>,
+    /// (precision, FP8 recipe); a precision the device lacks is counted as invalid.
+    pub precision: Vec<(Precision, Fp8Recipe)>,
     /// Micro-batch sizes.
     pub micro_batch: Vec<u32>,
     /// (schedule, chunks per stage v); v is 1 except for the interleaved schedule.
@@ -68,6 +75,9 @@ impl Axes {
             tp: Vec::new(),
             pp: Vec::new(),
             ep: Vec::new(),
+            cp: vec![(1, CpKind::Ring)],
+            seq_len: Vec::new(),
+            precision: vec![(Precision::Bf16, Fp8Recipe::Delayed)],
             micro_batch: vec![1, 2, 4, 8, 16],
             schedules: vec![
                 (Schedule::Gpipe, 1),
@@ -196,6 +206,7 @@ impl Grid {
                 vec![1]
             };
             let explicit = !axes.tp.is_empty() || !axes.pp.is_empty();
+            let extras = extras(&axes);
             for &tp in &pick(&axes.tp) {
                 for &pp in &pick(&axes.pp) {
                     // Only factorisations dp·tp·pp = gpus belong to the default grid;
@@ -203,7 +214,8 @@ impl Grid {
                     if !explicit && !g.is_multiple_of(tp * pp) {
                         continue;
                     }
-                    for &ep in &eps {
+                    for (&ep, x) in eps.iter().flat_map(|e| extras.iter().map(move |x| (e, x))) {
+                        let ((cp, cp_kind), seq, (precision, fp8_recipe)) = *x;
                         for &mb in &axes.micro_batch {
                             for (k, &(schedule, v)) in axes.schedules.iter().enumerate() {
                                 total += knobs;
@@ -212,11 +224,24 @@ impl Grid {
                                     count(&mut invalid, REDUNDANT_SCHEDULE, knobs);
                                     continue;
                                 }
+                                if sys.device.peak(precision).is_err() {
+                                    count(
+                                        &mut invalid,
+                                        "precision not supported by the device",
+                                        knobs,
+                                    );
+                                    continue;
+                                }
                                 let spec = PlanSpec {
                                     gpus: Some(g),
                                     tp,
                                     pp,
                                     ep,
+                                    cp,
+                                    cp_kind,
+                                    seq_len: seq,
+                                    precision,
+                                    fp8_recipe,
                                     micro_batch: mb,
                                     global_batch: Some(global_batch),
                                     schedule,
@@ -280,6 +305,28 @@ impl Grid {
                 && p.recompute != canonical_light_recompute(&a.recompute, p.recompute));
         (!redundant).then_some((p, s.system))
     }
+}
+
+/// A structural combination beyond tp/pp/ep: (CP degree and kind), sequence length
+/// (None = the model's), (precision, recipe).
+type Extra = ((u32, CpKind), Option<u32>, (Precision, Fp8Recipe));
+
+/// The product of the CP, sequence-length and precision axes.
+fn extras(a: &Axes) -> Vec<Extra> {
+    let seqs: Vec<Option<u32>> = if a.seq_len.is_empty() {
+        vec![None]
+    } else {
+        a.seq_len.iter().map(|&s| Some(s)).collect()
+    };
+    let mut out = Vec::new();
+    for &cp in &a.cp {
+        for &s in &seqs {
+            for &p in &a.precision {
+                out.push((cp, s, p));
+            }
+        }
+    }
+    out
 }
 
 /// Reason counted for pipeline schedules of a single-stage plan.

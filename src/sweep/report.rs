@@ -108,6 +108,7 @@ const PLAN_COLS: [(&str, &str); 18] = [
 fn plans<'a>(title: &str, grid: &Grid, hits: impl Iterator<Item = &'a Hit>) -> Result<Table> {
     let mut cols = PLAN_COLS.to_vec();
     cols.push(("flash_attention", "flash"));
+    cols.extend([("cp", "cp"), ("seq_len", "seq"), ("precision", "precision")]);
     let mut t = Table::new(title, &cols);
     for (i, h) in hits.enumerate() {
         let p = &h.est.plan;
@@ -139,6 +140,12 @@ fn plans<'a>(title: &str, grid: &Grid, hits: impl Iterator<Item = &'a Hit>) -> R
             Cell::q(format!("{:.1}%", 100.0 * e.metrics.mfu), e.metrics.mfu),
             Cell::q(e.memory.total, e.memory.total.get()),
             Cell::text(onoff(p.flash_attention)),
+            Cell::text(match p.cp {
+                1 => "1".to_string(),
+                c => format!("{c} {}", p.cp_kind.name()),
+            }),
+            Cell::int(p.seq_len as u64),
+            Cell::text(crate::sweep::all::precision_name(p)),
         ])?;
     }
     Ok(t)

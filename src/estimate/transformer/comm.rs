@@ -8,7 +8,7 @@ use crate::collective::Collective as C;
 use crate::error::Result;
 use crate::estimate::windows::{self, Busy, Overlap, bulk, shared};
 use crate::estimate::{Comm, Trace, coll, coll_busy};
-use crate::parallel::Schedule;
+use crate::parallel::{Schedule, Span};
 use crate::units::{Bytes, Seconds};
 
 /// MoE dispatch and combine: two all-to-alls of b·s·k·h elements per layer and pass.
@@ -114,7 +114,7 @@ pub(super) fn dp_comm<T: Trace>(
     let plan = c.plan;
     let g = plan.optimizer.bytes_per_param().1;
     let (grad, weights) = (params * g, params * c.e);
-    let dp = &c.place.dp;
+    let dp = &c.place.dp_cp;
     if dp.size <= 1 {
         return Ok((Comm::default(), Seconds::ZERO));
     }
@@ -129,9 +129,9 @@ pub(super) fn dp_comm<T: Trace>(
     } else {
         1.0
     };
-    let (reduce, r_busy) = bucketed(reduce_op, grad, k, c)?;
+    let (reduce, r_busy) = bucketed(reduce_op, grad, k, dp, c)?;
     let (gather, g_busy) = if plan.zero > 0 {
-        bucketed(C::AllGather, weights, k, c)?
+        bucketed(C::AllGather, weights, k, dp, c)?
     } else {
         (Seconds::ZERO, [0.0; crate::collective::MAX_DIMS])
     };
@@ -195,15 +195,22 @@ pub(super) fn zero3<T: Trace>(
     c: &Ctx,
     params: f64,
     layer: &Block,
+    worst: &Block,
     nb: &Neighbours,
     tr: &mut T,
 ) -> Result<(Comm, Seconds)> {
     let plan = c.plan;
     let g = plan.optimizer.bytes_per_param().1;
-    let dp = &c.place.dp;
-    if dp.size <= 1 {
+    // HSDP: shard within the inner group, all-reduce across replicas (hsdp.rs).
+    let dp = if plan.hsdp > 1 {
+        &c.place.shard
+    } else {
+        &c.place.dp_cp
+    };
+    if c.place.dp_cp.size <= 1 {
         return Ok((Comm::default(), Seconds::ZERO));
     }
+    let (replica, replica_bytes) = super::hsdp::replica_reduce(c, params * g, worst)?;
     let pl = c.layer_params;
     let outside = (params - nb.layers * pl).max(0.0);
     // Collectives per layer: ⌈P_l·g / bucket⌉, the bucket given or DeepSpeed's
@@ -214,10 +221,10 @@ pub(super) fn zero3<T: Trace>(
     let bucket = plan.dp_bucket.map_or(5e7 * g, |b| b.get());
     let k = (pl * g / bucket).ceil().max(1.0);
     let k_out = (outside * g / bucket).ceil().max(1.0);
-    let (ag, ag_b) = bucketed(C::AllGather, pl * c.e, k, c)?;
-    let (rs, rs_b) = bucketed(C::ReduceScatter, pl * g, k, c)?;
-    let ends = bucketed(C::AllGather, outside * c.e, k_out, c)?.0 * 2.0
-        + bucketed(C::ReduceScatter, outside * g, k_out, c)?.0;
+    let (ag, ag_b) = bucketed(C::AllGather, pl * c.e, k, dp, c)?;
+    let (rs, rs_b) = bucketed(C::ReduceScatter, pl * g, k, dp, c)?;
+    let ends = bucketed(C::AllGather, outside * c.e, k_out, dp, c)?.0 * 2.0
+        + bucketed(C::ReduceScatter, outside * g, k_out, dp, c)?.0;
     let gathers = if plan.recompute == crate::parallel::Recompute::Full {
         3.0
     } else {
@@ -253,8 +260,9 @@ pub(super) fn zero3<T: Trace>(
     };
     let mb = plan.micro_batches as f64;
     let total = ((ag * gathers + rs) * windows_n + fixed) * mb;
-    let w = per_mb.times(mb);
-    let bytes = mb * (params * (gathers * c.e + g));
+    let w = per_mb.times(mb) + replica;
+    let total = total + replica.exposed + replica.hidden;
+    let bytes = mb * (params * (gathers * c.e + g)) + replica_bytes;
     Ok((
         Comm {
             exposed: w.exposed,
@@ -267,7 +275,7 @@ pub(super) fn zero3<T: Trace>(
 
 /// `bytes` moved as `k` equal buckets, each a collective of its own: `k · T(bytes/k)` (so
 /// `k` latencies and the same transfer), and the busy time per dimension.
-fn bucketed(op: C, bytes: f64, k: f64, c: &Ctx) -> Result<(Seconds, Busy)> {
-    let (one, busy) = coll_busy(op, bytes / k, &c.place.dp, c.dp_coll, c.tp_dp_share)?;
+fn bucketed(op: C, bytes: f64, k: f64, span: &Span, c: &Ctx) -> Result<(Seconds, Busy)> {
+    let (one, busy) = coll_busy(op, bytes / k, span, c.dp_coll, c.tp_dp_share)?;
     Ok((one * k, windows::scaled(&busy, k)))
 }

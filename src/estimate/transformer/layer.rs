@@ -3,23 +3,32 @@
 //! memory-bound kernels from the bytes they move.
 
 use super::comm::ep_comm;
+use super::cp::cp_comm;
 use super::tp::tp_windows;
 use super::{Block, Ctx, Pass};
+use super::{lora, lowp};
 use crate::collective::Collective as C;
 use crate::error::Result;
 use crate::estimate::windows::Busy;
 use crate::estimate::{Trace, coll};
+use crate::model::Split;
 use crate::parallel::Recompute;
 use crate::units::{Bytes, Seconds};
 
-/// Linear layers of one transformer layer, per GEMM: QKV, attention projection, MLP in,
-/// MLP out (`[0..4]`), forward, data-gradient and weight-gradient time, plus the MoE router
-/// (forward, backward). The TP windows pair each collective with one of these GEMMs.
+/// Linear layers of one transformer layer, grouped by the TP collective they pair with:
+/// `[0]` the column-parallel attention projections (QKV, or MLA's down/up projections),
+/// `[1]` the row-parallel attention projection, `[2]` the column-parallel MLP input (with
+/// shared experts), `[3]` the row-parallel MLP output; forward, data-gradient and
+/// weight-gradient time of each, plus the MoE router and the low-precision casts
+/// (forward, backward). The attention projections come from the model
+/// (`Attention::projections`: GQA or MLA); MoE layers add their routed experts (grouped
+/// GEMMs of `b·s·k·ep/E` tokens each), shared experts and router.
 pub(super) struct Linears {
     pub(super) fwd: [Seconds; 4],
     pub(super) dgrad: [Seconds; 4],
     pub(super) wgrad: [Seconds; 4],
     pub(super) router: (Seconds, Seconds),
+    pub(super) cast: (Seconds, Seconds),
 }
 
 impl Linears {
@@ -35,22 +44,29 @@ impl Linears {
 /// The GEMMs of one transformer layer, each timed from its shape.
 pub(super) fn linears<T: Trace>(c: &Ctx, tr: &mut T) -> Linears {
     let (m, t) = (c.m, c.plan.tp as f64);
-    let kv_rank = (m.kv_heads as f64 / t).max(1.0);
-    let qkv_n = m.h / t + 2.0 * kv_rank * m.d;
     let g = if m.gated { 2.0 } else { 1.0 };
-    let mut shapes = [
-        (c.tokens, qkv_n, m.h, 1.0),
-        (c.tokens, m.h, m.h / t, 1.0),
-        (c.tokens, g * m.f / t, m.h, 1.0),
-        (c.tokens, m.h, m.f / t, 1.0),
-        (0.0, 0.0, 0.0, 0.0),
-    ];
+    // (M, N, K, batch, TP group: 0 attention col, 1 attention row, 2 MLP col, 3 MLP row,
+    // 4 router)
+    let mut shapes = [(0.0, 0.0, 0.0, 0.0, 0usize); 10];
+    for (i, &(n, k, split)) in m.attn.projections(m.h, t).iter().enumerate() {
+        shapes[i] = (c.tokens, n, k, 1.0, if split == Split::Col { 0 } else { 1 });
+    }
     if m.experts > 1 {
         let (e, ep, k) = (m.experts as f64, c.plan.ep as f64, m.top_k as f64);
-        let per_expert = c.tokens * k * ep / e;
-        shapes[2] = (per_expert, g * m.f / t, m.h, e / ep);
-        shapes[3] = (per_expert, m.h, m.f / t, e / ep);
-        shapes[4] = (c.tokens, e, m.h, 1.0);
+        // Expert tensor parallelism (etp | t): each rank runs its E/ep experts split etp
+        // ways on etp/t of the routed tokens, times the busiest expert's load.
+        let etp = c.plan.etp as f64;
+        let per_expert = c.tokens * k * ep / e * etp / t * c.plan.moe_imbalance;
+        shapes[5] = (per_expert, g * m.f / etp, m.h, e / ep, 2);
+        shapes[6] = (per_expert, m.h, m.f / etp, e / ep, 3);
+        shapes[7] = (c.tokens, e, m.h, 1.0, 4);
+        if m.shared_f > 0.0 {
+            shapes[8] = (c.tokens, g * m.shared_f / t, m.h, 1.0, 2);
+            shapes[9] = (c.tokens, m.h, m.shared_f / t, 1.0, 3);
+        }
+    } else {
+        shapes[5] = (c.tokens, g * m.f / t, m.h, 1.0, 2);
+        shapes[6] = (c.tokens, m.h, m.f / t, 1.0, 3);
     }
     let z = Seconds::ZERO;
     let mut out = Linears {
@@ -58,39 +74,79 @@ pub(super) fn linears<T: Trace>(c: &Ctx, tr: &mut T) -> Linears {
         dgrad: [z; 4],
         wgrad: [z; 4],
         router: (z, z),
+        cast: (z, z),
     };
-    for (i, &(mm, n, k, batch)) in shapes.iter().enumerate() {
-        if mm <= 0.0 {
+    // Elements quantized before the low-precision GEMMs: inputs (forward) and output
+    // gradients (backward); the router stays 16-bit.
+    let (mut cast_in, mut cast_grad) = (0.0, 0.0);
+    for (i, &(mm, n, k, batch, group)) in shapes.iter().enumerate() {
+        if mm <= 0.0 || n <= 0.0 {
             continue;
         }
-        let (tf, tb) = c.linear(mm, n, k, batch);
-        let dg = c.gemm(mm, k, n, batch);
-        if i < 4 {
-            out.fwd[i] = tf;
-            out.dgrad[i] = dg;
-            out.wgrad[i] = tb - dg;
+        let (tf, tb) = if group == 4 {
+            let (f, d) = (c.attn_gemm(mm, n, k, batch), c.attn_gemm(mm, k, n, batch));
+            (f, d + c.attn_gemm(k, n, mm, batch))
+        } else if c.plan.lora_rank > 0 {
+            // Frozen weight: data gradient only; adapters in 16-bit beside it.
+            cast_in += mm * k * batch;
+            cast_grad += mm * n * batch;
+            let (af, ab) = if lora::adapted(c, i) {
+                lora::adapter_time(c, mm, n, k, batch)
+            } else {
+                (Seconds::ZERO, Seconds::ZERO)
+            };
+            (c.gemm(mm, n, k, batch) + af, c.gemm(mm, k, n, batch) + ab)
         } else {
+            cast_in += mm * k * batch;
+            cast_grad += mm * n * batch;
+            c.linear(mm, n, k, batch)
+        };
+        if group == 4 {
             out.router = (tf, tb);
+        } else {
+            let dg = c.gemm(mm, k, n, batch).min(tb);
+            out.fwd[group] += tf;
+            out.dgrad[group] += dg;
+            out.wgrad[group] += tb - dg;
         }
         tr.line(|| {
-            let name = ["QKV", "attention projection", "MLP in", "MLP out", "router"][i];
+            let attn = if m.attn.mla.is_some() {
+                ["query down", "query up", "KV down", "KV up", "attention projection"]
+            } else {
+                ["QKV", "attention projection", "", "", ""]
+            };
+            let rest = ["MLP in", "MLP out", "router", "shared MLP in", "shared MLP out"];
+            let name = if i < 5 { attn[i] } else { rest[i - 5] };
             format!(
                 "  GEMM {name}: M={mm} N={n} K={k} ×{batch}: efficiency {:.1}% of peak → fwd {tf}, bwd {tb}",
                 100.0 * c.dev.gemm_efficiency(mm, n, k, batch)
             )
         });
     }
+    let cast = |el: f64| {
+        let (bytes, kernels) = lowp::cast(c.plan.precision, c.plan.fp8_recipe, el);
+        if bytes > 0.0 {
+            c.mem(bytes, kernels * 4.0)
+        } else {
+            Seconds::ZERO
+        }
+    };
+    out.cast = (cast(cast_in), cast(cast_grad));
     out
 }
 
 /// Attention core (QKᵀ, softmax, dropout, attention·V) on a rank's a/t heads:
 /// (forward, backward) time; unfused as Megatron-LM 2022, or fused (flash).
 pub(super) fn attention<T: Trace>(c: &Ctx, tr: &mut T) -> (Seconds, Seconds) {
+    // With CP each rank holds s/c queries against all s keys (load-balanced causal
+    // chunks: the same work on every rank).
     let (m, s) = (c.m, c.m.s);
+    let sq = s / c.plan.cp as f64;
     let batch = c.plan.micro_batch as f64 * m.heads as f64 / c.plan.tp as f64;
     let eff = c.dev.spec.efficiency.attention;
-    let qk = c.attn_gemm(s, s, m.d, batch);
-    let av = c.attn_gemm(s, m.d, s, batch);
+    let (dqk, dv) = (m.attn.qk_d, m.attn.v_d);
+    let qk = c.attn_gemm(sq, s, dqk, batch);
+    let av = c.attn_gemm(sq, dv, s, batch);
     if c.plan.flash_attention {
         // Fused kernel: 2 GEMMs forward, 5 backward (recomputes QKᵀ); causal skips half.
         let half = if m.causal { 0.5 } else { 1.0 };
@@ -98,12 +154,13 @@ pub(super) fn attention<T: Trace>(c: &Ctx, tr: &mut T) -> (Seconds, Seconds) {
         tr.line(|| format!("  attention (fused): fwd {f}, bwd = 2.5 × fwd"));
         return (f, f * 2.5);
     }
-    let scores = batch * s * s;
+    let scores = batch * sq * s;
     let drop = if m.bias { 5.0 } else { 0.0 };
     let f = (qk + av) / eff + c.mem(scores * (4.0 + drop), 2.0);
-    let bwd_gemm = (c.attn_gemm(s, m.d, s, batch) * 2.0
-        + c.attn_gemm(s, s, m.d, batch)
-        + c.attn_gemm(s, m.d, s, batch))
+    let bwd_gemm = (c.attn_gemm(sq, dqk, s, batch)
+        + c.attn_gemm(s, dqk, sq, batch)
+        + c.attn_gemm(sq, s, dv, batch)
+        + c.attn_gemm(s, dv, sq, batch))
         / eff;
     let b = bwd_gemm + c.mem(scores * (6.0 + drop), 2.0);
     tr.line(|| {
@@ -122,7 +179,8 @@ pub(super) fn layer<T: Trace>(c: &Ctx, tr: &mut T) -> Result<(Block, (Busy, Busy
     let lin = linears(c, tr);
     let (lin_f, lin_b) = lin.total();
     let (att_f, att_b) = attention(c, tr);
-    let act = c.tokens * m.f / c.plan.tp as f64 * m.top_k as f64;
+    let cpc = cp_comm(c, att_f, att_b)?;
+    let act = c.tokens * (m.f * m.top_k as f64 + m.shared_f) / c.plan.tp as f64;
     let (act_f, act_b) = if m.gated { (6.0, 10.0) } else { (4.0, 6.0) };
     let (bda_f, bda_b) = if m.bias { (7.0, 5.0) } else { (6.0, 2.0) };
     // Forward: LayerNorm ×2 (read + write, 4 B/elem) and bias-dropout-add ×2 (7 B/elem)
@@ -130,9 +188,7 @@ pub(super) fn layer<T: Trace>(c: &Ctx, tr: &mut T) -> Result<(Block, (Busy, Busy
     // dropout ×2 (5 B/elem), autograd's sum of the two gradients reaching each residual
     // input ×2 (6 B/elem), and bias gradients (column sums: read the output gradient of
     // QKV and of the two row-parallel layers, 2 B/elem).
-    let qkv_out = c.tokens
-        * (m.h + 2.0 * (m.kv_heads as f64 / c.plan.tp as f64).max(1.0) * m.d * c.plan.tp as f64)
-        / c.plan.tp as f64;
+    let qkv_out = c.tokens * m.attn.qkv_width(c.plan.tp as f64);
     let bias_grads = if m.bias {
         2.0 * qkv_out + 2.0 * 2.0 * c.rep
     } else {
@@ -146,23 +202,31 @@ pub(super) fn layer<T: Trace>(c: &Ctx, tr: &mut T) -> Result<(Block, (Busy, Busy
     tr.line(|| format!("  memory-bound: LayerNorm ×2, bias-dropout-add ×2 on {} elements, activation on {act}: fwd {mem_f}, bwd {mem_b}", c.rep));
     let tp = tp_windows(c, &lin, tr)?;
     let (ep1, ep_b1) = ep_comm(c)?;
+    // The busiest EP rank sends and receives the imbalance times the mean.
+    let (ep1, ep_b1) = (ep1 * c.plan.moe_imbalance, ep_b1 * c.plan.moe_imbalance);
     let fwd = Pass {
         gemm: lin_f + att_f,
-        mem: mem_f,
+        mem: mem_f + lin.cast.0,
         tp: tp.fwd.exposed,
         tp_hidden: tp.fwd.hidden,
         slow: tp.fwd.slowdown,
         tp_bytes: tp.bytes.0,
         ep: ep1,
         ep_bytes: ep_b1,
+        cp: cpc.fwd.0,
+        cp_hidden: cpc.fwd.1,
+        cp_bytes: cpc.bytes.0,
     };
     let bwd = Pass {
         gemm: lin_b + att_b,
-        mem: mem_b,
+        mem: mem_b + lin.cast.1,
         tp: tp.bwd.exposed,
         tp_hidden: tp.bwd.hidden,
         slow: tp.bwd.slowdown,
         tp_bytes: tp.bytes.1,
+        cp: cpc.bwd.0,
+        cp_hidden: cpc.bwd.1,
+        cp_bytes: cpc.bytes.1,
         ..fwd
     };
     let rec = match c.plan.recompute {
@@ -182,7 +246,7 @@ pub(super) fn layer<T: Trace>(c: &Ctx, tr: &mut T) -> Result<(Block, (Busy, Busy
         )
     });
     tr.line(|| {
-        let t = |p: &Pass| p.compute() + p.tp + p.ep + p.slow;
+        let t = |p: &Pass| p.compute() + p.tp + p.ep + p.cp + p.slow;
         format!(
             "  layer total: forward {}, backward {}, recompute {}",
             t(&fwd),

@@ -1,0 +1,69 @@
+//! Context-parallel communication of one layer and micro-batch (see
+//! `parallel::context` for the algorithms).
+//!
+//! Ring (Megatron-LM / Transformer Engine `p2p`): forward passes the local key/value
+//! block, `b·(s/c)·kv_t·(d_qk + d_v)` elements (kv_t = KV heads per TP rank), to the next
+//! rank `c − 1` times; backward passes the key/value block and its gradient (twice the
+//! bytes) `c − 1` times. Each transfer runs while the attention of the block already
+//! held is computed, a window of `T_attention / c`: exposed per step
+//! `max(0, t_step − T_attention/c)` (Liu et al. 2023, Ring Attention §3).
+//!
+//! All-to-all (Ulysses; Jacobs et al. 2023 §3.1): forward exchanges Q, K, V (`b·(s/c)`
+//! tokens × the QKV width per TP rank) and the attention output (`a·d_v/t`); backward
+//! exchanges their gradients. Each all-to-all moves `(c−1)/c` of its buffer and waits
+//! for the attention that depends on it: exposed.
+
+use super::Ctx;
+use crate::collective::Collective as C;
+use crate::error::Result;
+use crate::estimate::coll;
+use crate::parallel::CpKind;
+use crate::units::Seconds;
+
+/// CP communication of one layer for one micro-batch.
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct CpComm {
+    /// Forward (exposed, hidden).
+    pub(super) fwd: (Seconds, Seconds),
+    /// Backward (exposed, hidden).
+    pub(super) bwd: (Seconds, Seconds),
+    /// Bytes per device (forward, backward).
+    pub(super) bytes: (f64, f64),
+}
+
+/// CP communication given the layer's attention-core time per pass on this rank.
+pub(super) fn cp_comm(c: &Ctx, att_f: Seconds, att_b: Seconds) -> Result<CpComm> {
+    let cp = c.plan.cp as f64;
+    if c.plan.cp <= 1 {
+        return Ok(CpComm::default());
+    }
+    let (m, t) = (c.m, c.plan.tp as f64);
+    let tokens = c.tokens;
+    let span = &c.place.cp;
+    match c.plan.cp_kind {
+        CpKind::Ring => {
+            let kv_t = (m.attn.kv_heads / t).max(1.0);
+            let block = tokens * kv_t * (m.attn.qk_d + m.attn.v_d) * c.e;
+            let step = |bytes: f64, window: Seconds| -> Result<(Seconds, Seconds)> {
+                let x = coll(C::SendRecv, bytes, span, c.coll)?;
+                let exposed = (x - window).max(Seconds::ZERO);
+                Ok((exposed * (cp - 1.0), (x - exposed) * (cp - 1.0)))
+            };
+            Ok(CpComm {
+                fwd: step(block, att_f / cp)?,
+                bwd: step(2.0 * block, att_b / cp)?,
+                bytes: ((cp - 1.0) * block, (cp - 1.0) * 2.0 * block),
+            })
+        }
+        CpKind::A2a => {
+            let qkv = tokens * m.attn.qkv_width(t) * c.e;
+            let out = tokens * m.attn.heads * m.attn.v_d / t * c.e;
+            let x = coll(C::AllToAll, qkv, span, c.coll)? + coll(C::AllToAll, out, span, c.coll)?;
+            Ok(CpComm {
+                fwd: (x, Seconds::ZERO),
+                bwd: (x, Seconds::ZERO),
+                bytes: (qkv + out, qkv + out),
+            })
+        }
+    }
+}

@@ -1,0 +1,63 @@
+//! Mixture-of-experts layers as run today: fine-grained routed experts with their own FFN
+//! width, always-active shared experts, and dense first layers (DeepSeek-AI 2024,
+//! DeepSeek-V3 §2.1.2 and Table 1 of its config; Qwen3 Technical Report §2; Mixtral).
+//! [`MoeSpec`] is the `[transformer.moe]` table.
+
+use serde::{Deserialize, Serialize};
+
+/// `[transformer.moe]`: every MoE layer has `experts` routed experts of width
+/// `expert_ffn_hidden`, each token uses `top_k` of them, plus `shared_experts` always-active
+/// experts; the first `dense_layers` layers have a dense MLP of width `ffn_hidden` instead.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MoeSpec {
+    /// Routed experts per MoE layer.
+    pub experts: u32,
+    /// Routed experts each token is sent to.
+    pub top_k: u32,
+    /// FFN width of one routed expert (default: the model's `ffn_hidden`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expert_ffn_hidden: Option<u32>,
+    /// Shared experts every token passes through (DeepSeek: 1; Mixtral, Qwen3: 0).
+    #[serde(default)]
+    pub shared_experts: u32,
+    /// Leading layers with a dense MLP of width `ffn_hidden` (DeepSeek-V3: 3).
+    #[serde(default)]
+    pub dense_layers: u32,
+}
+
+impl MoeSpec {
+    /// The default spec of a dense model (one expert, no sharing).
+    pub const DENSE: MoeSpec = MoeSpec {
+        experts: 1,
+        top_k: 1,
+        expert_ffn_hidden: None,
+        shared_experts: 0,
+        dense_layers: 0,
+    };
+}
+
+/// FLOPs-relevant parameters of one MLP of width `f` on hidden `h`: `3·h·f` gated
+/// (SwiGLU: gate, up, down; Shazeer 2020), `2·h·f` otherwise, plus biases `f (·2 gated) + h`.
+pub fn mlp_params(h: f64, f: f64, gated: bool, bias: bool) -> f64 {
+    let b = if bias { 1.0 } else { 0.0 };
+    if gated {
+        3.0 * h * f + b * (2.0 * f + h)
+    } else {
+        2.0 * h * f + b * (f + h)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use approx::assert_relative_eq;
+
+    #[test]
+    fn deepseek_v3_expert_by_hand() {
+        // One routed expert: 3 · 7168 · 2048 = 44 040 192 (SwiGLU, no bias).
+        assert_relative_eq!(mlp_params(7168.0, 2048.0, true, false), 44_040_192.0);
+        // GeLU with biases: 2·h·f + f + h.
+        assert_relative_eq!(mlp_params(4.0, 16.0, false, true), 128.0 + 20.0);
+    }
+}

@@ -1,0 +1,317 @@
+//! Plans of 2024–2026 runs, checked by hand: uneven pipeline stages (Llama 3 405B's 126
+//! layers on 16 stages, BLOOM's 70 on 12), context parallelism (ring and all-to-all
+//! volumes, activation memory), LoRA (trainable parameters and their reduction), HSDP
+//! (state sharding), FP8-family precisions (weight copies, device support) and `--seq-len`.
+
+use approx::assert_relative_eq;
+use astrolabe::catalog;
+use astrolabe::compute::Precision;
+use astrolabe::estimate::{self, CommClass, Estimate};
+use astrolabe::parallel::{CpKind, PlanSpec, Schedule};
+use astrolabe::sweep::grid::{Axes, Grid};
+
+#[track_caller]
+fn run(model: &str, system: &str, spec: PlanSpec) -> Estimate {
+    let m = catalog::model(model).unwrap();
+    let sys = catalog::system(system)
+        .unwrap()
+        .with_gpus(spec.gpus.unwrap())
+        .unwrap();
+    let plan = estimate::plan(&m, &sys, &spec).unwrap_or_else(|e| panic!("{e}"));
+    estimate::evaluate(&m, &sys, &plan).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// Llama 3 405B, Dubey et al. 2024 Table 4: (GPUs, CP, sequence, global batch in
+/// sequences = 16M tokens / sequence, published BF16 MFU).
+const LLAMA3_TABLE4: [(u32, u32, u32, u32, f64); 3] = [
+    (8192, 1, 8192, 2048, 0.43),
+    (16384, 1, 8192, 2048, 0.41),
+    (16384, 16, 131072, 128, 0.38),
+];
+
+fn llama3_spec(gpus: u32, cp: u32, seq: u32, gb: u32) -> PlanSpec {
+    PlanSpec {
+        gpus: Some(gpus),
+        tp: 8,
+        pp: 16,
+        cp,
+        seq_len: Some(seq),
+        global_batch: Some(gb),
+        sequence_parallel: true,
+        flash_attention: true,
+        tp_overlap: true,
+        zero: 1,
+        ..PlanSpec::default()
+    }
+}
+
+#[test]
+fn llama3_405b_table4_configurations_estimate_and_sweep() {
+    for (gpus, cp, seq, gb, mfu) in LLAMA3_TABLE4 {
+        let e = run("llama3-405b", "dgx-h100", llama3_spec(gpus, cp, seq, gb));
+        let st = e.plan.stages;
+        // 126 = 7 + 14 × 8 + 7 (Dubey et al. §3.3.2: one layer fewer on each end stage).
+        assert_eq!((st.first, st.mid_max, st.mid_sum, st.last), (7, 8, 112, 7));
+        assert_eq!(e.plan.dp, gpus / (8 * 16 * cp));
+        println!(
+            "Llama 3 405B, {gpus} GPUs, CP {cp}, s {seq}: MFU {:.1}% (published {:.0}%), memory {:.1} GiB",
+            100.0 * e.metrics.mfu,
+            100.0 * mfu,
+            e.memory.total.get() / 1073741824.0
+        );
+        assert!(e.metrics.mfu > 0.0 && e.metrics.mfu < 1.0);
+    }
+    // The same three as a sweep over CP and sequence length (and interleaving depth).
+    let m = catalog::model("llama3.1-405b").unwrap();
+    let sys = catalog::system("dgx-h100")
+        .unwrap()
+        .with_gpus(16384)
+        .unwrap();
+    let mut ax = Axes::default_for(16384);
+    (ax.tp, ax.pp, ax.micro_batch) = (vec![8], vec![16], vec![1]);
+    ax.cp = vec![(1, CpKind::Ring), (16, CpKind::Ring)];
+    ax.seq_len = vec![8192, 131072];
+    ax.schedules = vec![(Schedule::OneFOneB, 1), (Schedule::Interleaved, 2)];
+    let g = Grid::build(&m, &sys, 128, ax).unwrap();
+    let cps: Vec<(u32, u32)> = g
+        .structural
+        .iter()
+        .map(|s| (s.plan.cp, s.plan.seq_len))
+        .collect();
+    assert!(
+        cps.contains(&(16, 131072)) && cps.contains(&(1, 8192)),
+        "{cps:?}"
+    );
+}
+
+#[test]
+fn bloom_70_layers_on_12_stages() {
+    let spec = PlanSpec {
+        gpus: Some(384),
+        tp: 4,
+        pp: 12,
+        global_batch: Some(2048),
+        ..PlanSpec::default()
+    };
+    let e = run("bloom-176b", "dgx-a100", spec.clone());
+    let st = e.plan.stages;
+    assert_eq!((st.first, st.mid_max, st.mid_sum, st.last), (5, 6, 60, 5));
+    // The same split written out explicitly is the same estimate.
+    let mut list = vec![6; 12];
+    (list[0], list[11]) = (5, 5);
+    let x = run(
+        "bloom-176b",
+        "dgx-a100",
+        PlanSpec {
+            layers_per_stage: Some(list),
+            ..spec.clone()
+        },
+    );
+    assert_eq!(x.time.total, e.time.total);
+    // One layer moved from a middle stage onto the first makes the first the slowest by a
+    // layer's time on every micro-batch: the iteration grows.
+    let mut list = vec![6; 12];
+    (list[0], list[1], list[11]) = (6, 5, 5);
+    let y = run(
+        "bloom-176b",
+        "dgx-a100",
+        PlanSpec {
+            layers_per_stage: Some(list),
+            ..spec
+        },
+    );
+    assert!(y.time.total > e.time.total);
+}
+
+fn llama3_8b_cp(kind: CpKind, cp: u32) -> Estimate {
+    run(
+        "llama3-8b",
+        "dgx-h100",
+        PlanSpec {
+            gpus: Some(cp),
+            cp,
+            cp_kind: kind,
+            global_batch: Some(2),
+            flash_attention: true,
+            ..PlanSpec::default()
+        },
+    )
+}
+
+#[test]
+fn context_parallel_volumes_by_hand() {
+    // Llama 3 8B (32 layers, h 4096, 32 heads, 8 KV heads of 128), s 8192, b 1, CP 2,
+    // 2 micro-batches. Ring: per layer forward (c−1) KV blocks of b·(s/c)·kv·(d_k + d_v)
+    // bf16 = 1 · 4096 · 8 · 256 · 2 B; backward twice that (KV and dKV).
+    let e = llama3_8b_cp(CpKind::Ring, 2);
+    let block = 4096.0 * 8.0 * 256.0 * 2.0;
+    assert_relative_eq!(
+        e.time.class(CommClass::Cp).bytes.get(),
+        2.0 * 32.0 * 3.0 * block,
+        max_relative = 1e-12
+    );
+    // Ulysses: Q, K, V (4096 + 2·1024 wide) and the output (4096) of s/c tokens, forward
+    // and backward.
+    let e = llama3_8b_cp(CpKind::A2a, 2);
+    let per = 4096.0 * (6144.0 + 4096.0) * 2.0;
+    assert_relative_eq!(
+        e.time.class(CommClass::Cp).bytes.get(),
+        2.0 * 32.0 * 2.0 * per,
+        max_relative = 1e-12
+    );
+    // CP halves each device's activations (every token-sized tensor is split).
+    let one = llama3_8b_cp(CpKind::Ring, 1);
+    let two = llama3_8b_cp(CpKind::Ring, 2);
+    assert_relative_eq!(
+        two.memory.activations.get() * 2.0,
+        one.memory.activations.get()
+    );
+}
+
+#[test]
+fn lora_trains_only_the_adapters() {
+    // Llama 2 7B, rank 32, ZeRO-0 on 8 GPUs: adapters r·(n + k) per linear layer:
+    // QKV 32·(12288 + 4096) + projection 32·(4096 + 4096) + gated MLP in
+    // 32·(22016 + 4096) + MLP out 32·(4096 + 11008) = 2 105 344 per layer, × 32 layers;
+    // their bf16 gradients are all-reduced.
+    let spec = PlanSpec {
+        gpus: Some(8),
+        global_batch: Some(8),
+        flash_attention: true,
+        ..PlanSpec::default()
+    };
+    let full = run("llama2-7b", "dgx-h100", spec.clone());
+    let lora = run(
+        "llama2-7b",
+        "dgx-h100",
+        PlanSpec {
+            lora_rank: 32,
+            ..spec
+        },
+    );
+    let trainable = 2_105_344.0 * 32.0;
+    assert_relative_eq!(
+        lora.time.class(CommClass::Dp).bytes.get(),
+        trainable * 2.0,
+        max_relative = 1e-12
+    );
+    assert!(lora.time.backward < full.time.backward);
+    assert!(lora.memory.optimizer.get() < 1e-2 * full.memory.optimizer.get());
+}
+
+#[test]
+fn hsdp_shards_within_the_group() {
+    // FSDP over 64 vs HSDP groups of 8: optimizer states per device 8× larger.
+    let spec = PlanSpec {
+        gpus: Some(64),
+        zero: 3,
+        global_batch: Some(64),
+        flash_attention: true,
+        ..PlanSpec::default()
+    };
+    let fsdp = run("llama3-8b", "dgx-h100", spec.clone());
+    let hsdp = run(
+        "llama3-8b",
+        "dgx-h100",
+        PlanSpec {
+            hsdp: Some(8),
+            ..spec
+        },
+    );
+    assert_relative_eq!(
+        hsdp.memory.optimizer.get(),
+        8.0 * fsdp.memory.optimizer.get(),
+        max_relative = 1e-12
+    );
+    assert!(hsdp.time.class(CommClass::Dp).bytes.get() > 0.0);
+}
+
+#[test]
+fn fp8_family_precisions() {
+    let spec = PlanSpec {
+        gpus: Some(8),
+        global_batch: Some(8),
+        flash_attention: true,
+        ..PlanSpec::default()
+    };
+    let bf16 = run("llama3-8b", "dgx-h100", spec.clone());
+    let fp8 = run(
+        "llama3-8b",
+        "dgx-h100",
+        PlanSpec {
+            precision: Precision::Fp8,
+            ..spec.clone()
+        },
+    );
+    // Hopper FP8 keeps a row-wise and a transposed 1-byte copy of every weight: +2 B/param.
+    let params = catalog::model("llama3-8b")
+        .unwrap()
+        .transformer()
+        .unwrap()
+        .params();
+    assert_relative_eq!(
+        fp8.memory.weights.get() - bf16.memory.weights.get(),
+        2.0 * params,
+        max_relative = 1e-9
+    );
+    // Faster than BF16, but not twice (attention, casts and memory-bound kernels).
+    assert!(fp8.time.total < bf16.time.total && fp8.time.total.get() > 0.5 * bf16.time.total.get());
+    // MXFP8 and NVFP4 run on Blackwell; Hopper has no NVFP4 peak.
+    let mx = run(
+        "llama3-8b",
+        "dgx-b200",
+        PlanSpec {
+            precision: Precision::Mxfp8,
+            ..spec.clone()
+        },
+    );
+    let fp4 = run(
+        "llama3-8b",
+        "dgx-b200",
+        PlanSpec {
+            precision: Precision::Nvfp4,
+            ..spec.clone()
+        },
+    );
+    assert!(fp4.time.forward < mx.time.forward);
+    let m = catalog::model("llama3-8b").unwrap();
+    let sys = catalog::system("dgx-h100").unwrap().with_gpus(8).unwrap();
+    let p = estimate::plan(
+        &m,
+        &sys,
+        &PlanSpec {
+            precision: Precision::Nvfp4,
+            ..spec
+        },
+    )
+    .unwrap();
+    let err = estimate::evaluate(&m, &sys, &p).unwrap_err().to_string();
+    assert!(err.contains("no nvfp4 matrix peak"), "{err}");
+}
+
+#[test]
+fn seq_len_override_equals_the_model_at_that_length() {
+    // --seq-len 4096 on Llama 3 8B is the same run as a Llama 3 8B file with seq_len 4096.
+    let spec = PlanSpec {
+        gpus: Some(8),
+        global_batch: Some(8),
+        ..PlanSpec::default()
+    };
+    let a = run(
+        "llama3-8b",
+        "dgx-h100",
+        PlanSpec {
+            seq_len: Some(4096),
+            ..spec.clone()
+        },
+    );
+    let text = catalog::source(catalog::Kind::Model, "llama3-8b").unwrap();
+    let text = text.replace("seq_len = 8192", "seq_len = 4096");
+    let dir = std::env::temp_dir().join(format!("astrolabe-seq-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("llama3-8b-4k.toml");
+    std::fs::write(&path, text).unwrap();
+    let b = run(path.to_str().unwrap(), "dgx-h100", spec);
+    assert_eq!(a.time.total, b.time.total);
+    assert_eq!(a.memory.total, b.memory.total);
+}
