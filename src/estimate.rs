@@ -261,7 +261,8 @@ pub fn explain(model: &Model, system: &System, plan: &Plan) -> Result<(Estimate,
 }
 
 fn run<T: Trace>(model: &Model, system: &System, plan: &Plan, tr: &mut T) -> Result<Estimate> {
-    let place = Placement::new(plan, system.topology.dims())?;
+    let mut place = Placement::EMPTY;
+    place.fill(plan, system.topology.dims())?;
     if system.custom_collectives() {
         tr.line(|| system.describe_collectives());
     }

@@ -241,7 +241,7 @@ pub(super) fn evaluate<T: Trace>(
         tp_dp_share: share_dims(&place.tp, &place.dp_cp),
     };
     explain_header(&c, tr);
-    let (lay, tp_busy) = layer(&c, tr)?;
+    let (lay, tpw) = layer(&c, tr)?;
     let dense_model = m.dense_layer();
     let dense = if m.dense_layers > 0 {
         layer(
@@ -255,7 +255,7 @@ pub(super) fn evaluate<T: Trace>(
     } else {
         lay
     };
-    let (first, last) = ends(&c, tr)?;
+    let (first, last) = ends(&c, &tpw, tr)?;
     // The first `dense_layers` layers (dense MLP) sit on the first stage; MTP modules
     // (one layer and one more head each) on the last.
     let nd = m.dense_layers.min(plan.stages.first) as f64;
@@ -304,8 +304,8 @@ pub(super) fn evaluate<T: Trace>(
     };
     pipeline_comm(&c, st.total, &mut times, tr)?;
     let nb = Neighbours {
-        tp_fwd: tp_busy.0,
-        tp_bwd: tp_busy.1,
+        tp_fwd: tpw.busy.0,
+        tp_bwd: tpw.busy.1,
         layers: plan.stages.max_layers() as f64,
     };
     let (dp, slow) = if plan.zero == 3 {
@@ -405,13 +405,9 @@ fn pipeline<T: Trace>(
         let worst = [f, l, mid]
             .into_iter()
             .filter(|b| b.fwd.compute() > Seconds::ZERO)
-            .max_by(|a, b| {
-                stage_time(a)
-                    .total
-                    .get()
-                    .total_cmp(&stage_time(b).total.get())
-            })
-            .unwrap_or(f);
+            .map(|b| (stage_time(&b).total.get(), b))
+            .max_by(|a, b| a.0.total_cmp(&b.0))
+            .map_or(f, |(_, b)| b);
         (worst, sum)
     };
     let stt = stage_time(&worst);

@@ -75,9 +75,10 @@ struct Cursor<'a> {
 impl Cursor<'_> {
     /// Takes a group of `size` from the remaining capacity: a divisor of the current
     /// dimension's remainder, or whole remainders followed by a divisor of the next.
-    fn take(&mut self, size: u32, what: &str) -> Result<Span> {
-        let mut span = Span::EMPTY;
+    /// Writes the group into `span` in place (spans are large; the hot path copies none).
+    fn take(&mut self, size: u32, what: &str, span: &mut Span) -> Result<()> {
         span.size = size;
+        span.n = 0;
         let mut need = size;
         while need > 1 {
             let Some(dim) = self.dims.get(self.at) else {
@@ -114,15 +115,34 @@ impl Cursor<'_> {
                 self.left = self.dims.get(self.at).map_or(1, |d| d.size);
             }
         }
-        Ok(span)
+        Ok(())
     }
 }
 
 impl Placement {
+    /// No groups (every span empty).
+    pub const EMPTY: Placement = Placement {
+        tp: Span::EMPTY,
+        cp: Span::EMPTY,
+        dp_cp: Span::EMPTY,
+        shard: Span::EMPTY,
+        replica: Span::EMPTY,
+        ep: Span::EMPTY,
+        dp: Span::EMPTY,
+        pp: Span::EMPTY,
+    };
+
     /// Maps the plan's groups onto `dims` (innermost first): TP, CP, then DP (EP first within
     /// it), then PP, or TP, PP, DP with [`Order::TpPpDp`]. Errors when a group does not
     /// align with the dimension sizes or the plan needs more devices than the topology has.
     pub fn new(plan: &Plan, dims: &[Dim]) -> Result<Placement> {
+        let mut p = Placement::EMPTY;
+        p.fill(plan, dims)?;
+        Ok(p)
+    }
+
+    /// As [`Placement::new`], written in place (the estimate's hot path).
+    pub fn fill(&mut self, plan: &Plan, dims: &[Dim]) -> Result<()> {
         let total: u64 = dims.iter().map(|d| d.size as u64).product();
         if plan.gpus as u64 > total {
             return Err(bad(
@@ -135,51 +155,46 @@ impl Placement {
             at: 0,
             left: dims.first().map_or(1, |d| d.size),
         };
-        let tp = c.take(plan.tp, "tp")?;
-        let cp = c.take(plan.cp, "cp")?;
-        let (ep, dp, pp, shard, replica);
+        c.take(plan.tp, "tp", &mut self.tp)?;
+        c.take(plan.cp, "cp", &mut self.cp)?;
         match plan.order {
             Order::TpDpPp => {
-                (ep, dp, shard, replica) = take_dp(&mut c, plan)?;
-                pp = c.take(plan.pp, "pp")?;
+                take_dp(&mut c, plan, self)?;
+                c.take(plan.pp, "pp", &mut self.pp)?;
             }
             Order::TpPpDp => {
-                pp = c.take(plan.pp, "pp")?;
-                (ep, dp, shard, replica) = take_dp(&mut c, plan)?;
+                c.take(plan.pp, "pp", &mut self.pp)?;
+                take_dp(&mut c, plan, self)?;
             }
         }
-        let dp_cp = merge(&cp, &dp, plan.cp * plan.dp);
-        Ok(Placement {
-            tp,
-            cp,
-            dp_cp,
-            shard,
-            replica,
-            ep,
-            dp,
-            pp,
-        })
+        merge(&self.cp, &self.dp, plan.cp * plan.dp, &mut self.dp_cp);
+        Ok(())
     }
 }
 
 /// The DP group from the cursor: EP first within it (Megatron-LM), or with HSDP the
-/// shard group first and the replicas outside it. Returns (ep, dp, shard, replica).
-fn take_dp(c: &mut Cursor, plan: &Plan) -> Result<(Span, Span, Span, Span)> {
-    let ep = c.take(plan.ep, "ep")?;
+/// shard group first and the replicas outside it; fills ep, dp, shard and replica.
+fn take_dp(c: &mut Cursor, plan: &Plan, p: &mut Placement) -> Result<()> {
+    c.take(plan.ep, "ep", &mut p.ep)?;
     if plan.hsdp > 1 {
-        let rest = c.take(plan.hsdp / plan.ep, "hsdp")?;
-        let shard = merge(&ep, &rest, plan.hsdp);
-        let replica = c.take(plan.dp / plan.hsdp, "hsdp")?;
-        return Ok((ep, merge(&shard, &replica, plan.dp), shard, replica));
+        // `dp` holds the rest of the shard group until the merges below.
+        c.take(plan.hsdp / plan.ep, "hsdp", &mut p.dp)?;
+        merge(&p.ep, &p.dp, plan.hsdp, &mut p.shard);
+        c.take(plan.dp / plan.hsdp, "hsdp", &mut p.replica)?;
+        merge(&p.shard, &p.replica, plan.dp, &mut p.dp);
+        return Ok(());
     }
-    let rest = c.take(plan.dp / plan.ep, "dp")?;
-    let dp = merge(&ep, &rest, plan.dp);
-    Ok((ep, dp, dp, Span::EMPTY))
+    c.take(plan.dp / plan.ep, "dp", &mut p.replica)?;
+    merge(&p.ep, &p.replica, plan.dp, &mut p.dp);
+    p.shard = p.dp;
+    p.replica.size = 1;
+    p.replica.n = 0;
+    Ok(())
 }
 
-/// The union of two consecutive spans (EP then the rest of DP).
-fn merge(a: &Span, b: &Span, size: u32) -> Span {
-    let mut out = *a;
+/// The union of two consecutive spans (EP then the rest of DP), into `out`.
+fn merge(a: &Span, b: &Span, size: u32, out: &mut Span) {
+    *out = *a;
     out.size = size;
     for i in 0..b.n {
         if out.n > 0 && out.index[out.n - 1] == b.index[i] {
@@ -190,7 +205,6 @@ fn merge(a: &Span, b: &Span, size: u32) -> Span {
             out.n += 1;
         }
     }
-    out
 }
 
 #[cfg(test)]

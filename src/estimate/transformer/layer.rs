@@ -4,12 +4,11 @@
 
 use super::comm::ep_comm;
 use super::cp::cp_comm;
-use super::tp::tp_windows;
+use super::tp::{TpWindows, tp_windows};
 use super::{Block, Ctx, Pass};
 use super::{lora, lowp};
 use crate::collective::Collective as C;
 use crate::error::Result;
-use crate::estimate::windows::Busy;
 use crate::estimate::{Trace, coll};
 use crate::model::Split;
 use crate::parallel::Recompute;
@@ -83,9 +82,13 @@ pub(super) fn linears<T: Trace>(c: &Ctx, tr: &mut T) -> Linears {
         if mm <= 0.0 || n <= 0.0 {
             continue;
         }
-        let (tf, tb) = if group == 4 {
-            let (f, d) = (c.attn_gemm(mm, n, k, batch), c.attn_gemm(mm, k, n, batch));
-            (f, d + c.attn_gemm(k, n, mm, batch))
+        // Forward M×N×K, data gradient M×K×N, weight gradient K×N×M.
+        let (tf, dg, wg) = if group == 4 {
+            (
+                c.attn_gemm(mm, n, k, batch),
+                c.attn_gemm(mm, k, n, batch),
+                c.attn_gemm(k, n, mm, batch),
+            )
         } else if c.plan.lora_rank > 0 {
             // Frozen weight: data gradient only; adapters in 16-bit beside it.
             cast_in += mm * k * batch;
@@ -95,19 +98,23 @@ pub(super) fn linears<T: Trace>(c: &Ctx, tr: &mut T) -> Linears {
             } else {
                 (Seconds::ZERO, Seconds::ZERO)
             };
-            (c.gemm(mm, n, k, batch) + af, c.gemm(mm, k, n, batch) + ab)
+            (c.gemm(mm, n, k, batch) + af, c.gemm(mm, k, n, batch), ab)
         } else {
             cast_in += mm * k * batch;
             cast_grad += mm * n * batch;
-            c.linear(mm, n, k, batch)
+            (
+                c.gemm(mm, n, k, batch),
+                c.gemm(mm, k, n, batch),
+                c.gemm(k, n, mm, batch),
+            )
         };
+        let tb = dg + wg;
         if group == 4 {
             out.router = (tf, tb);
         } else {
-            let dg = c.gemm(mm, k, n, batch).min(tb);
             out.fwd[group] += tf;
             out.dgrad[group] += dg;
-            out.wgrad[group] += tb - dg;
+            out.wgrad[group] += wg;
         }
         tr.line(|| {
             let attn = if m.attn.mla.is_some() {
@@ -174,7 +181,7 @@ pub(super) fn attention<T: Trace>(c: &Ctx, tr: &mut T) -> (Seconds, Seconds) {
 
 /// One transformer layer for one micro-batch on one TP rank, and its TP traffic per
 /// dimension (forward, backward) for the DP windows that share links with it.
-pub(super) fn layer<T: Trace>(c: &Ctx, tr: &mut T) -> Result<(Block, (Busy, Busy))> {
+pub(super) fn layer<T: Trace>(c: &Ctx, tr: &mut T) -> Result<(Block, TpWindows)> {
     let m = c.m;
     let lin = linears(c, tr);
     let (lin_f, lin_b) = lin.total();
@@ -254,19 +261,15 @@ pub(super) fn layer<T: Trace>(c: &Ctx, tr: &mut T) -> Result<(Block, (Busy, Busy
             t(&rec)
         )
     });
-    Ok((Block { fwd, bwd, rec }, tp.busy))
+    Ok((Block { fwd, bwd, rec }, tp))
 }
 
-/// Embedding on the first stage and final norm + logits + cross-entropy on the last.
-pub(super) fn ends<T: Trace>(c: &Ctx, tr: &mut T) -> Result<(Block, Block)> {
+/// Embedding on the first stage and final norm + logits + cross-entropy on the last. Their
+/// TP collectives on the residual stream are the layer's (`tp`), exposed.
+pub(super) fn ends<T: Trace>(c: &Ctx, tp: &TpWindows, tr: &mut T) -> Result<(Block, Block)> {
     let (m, t) = (c.m, c.plan.tp as f64);
     let bytes = c.r * c.e;
-    let ar_or_rs = if c.plan.sp {
-        C::ReduceScatter
-    } else {
-        C::AllReduce
-    };
-    let emb_tp = coll(ar_or_rs, bytes, &c.place.tp, c.coll)?;
+    let emb_tp = tp.reduce;
     let first = Block {
         fwd: Pass {
             mem: c.mem(15.0 * c.r, 3.0),
@@ -283,12 +286,8 @@ pub(super) fn ends<T: Trace>(c: &Ctx, tr: &mut T) -> Result<(Block, Block)> {
     let vt = m.v / t;
     let (lg_f, lg_b) = c.linear(c.tokens, vt, m.h, 1.0);
     let small = coll(C::AllReduce, c.tokens * 4.0, &c.place.tp, c.coll)? * 3.0;
-    let head_tp = if c.plan.sp {
-        coll(C::AllGather, bytes, &c.place.tp, c.coll)?
-    } else {
-        Seconds::ZERO
-    };
-    let back_tp = coll(ar_or_rs, bytes, &c.place.tp, c.coll)?;
+    let head_tp = tp.gather;
+    let back_tp = tp.reduce;
     let last = Block {
         fwd: Pass {
             gemm: lg_f,

@@ -34,6 +34,11 @@ pub(super) struct TpWindows {
     pub(super) bytes: (f64, f64),
     /// Busy time per topology dimension, forward and backward (for sharing with DP).
     pub(super) busy: (Busy, Busy),
+    /// One collective of the residual stream `b·s·h`: the reduce-scatter with SP (the
+    /// all-reduce without), and the all-gather with SP (zero without), which the embedding
+    /// and the head run too.
+    pub(super) reduce: Seconds,
+    pub(super) gather: Seconds,
 }
 
 /// Whether chunked TP comm–GEMM overlap runs: asked for, with SP, TP group inside the
@@ -82,6 +87,8 @@ pub(super) fn tp_windows<T: Trace>(c: &Ctx, lin: &Linears, tr: &mut T) -> Result
                 windows::plus(&windows::scaled(&ag_b, 2.0), &windows::scaled(&rs_b, 2.0)),
                 windows::plus(&windows::scaled(&ag_b, 4.0), &windows::scaled(&rs_b, 2.0)),
             ),
+            reduce: rs,
+            gather: ag,
         })
     } else {
         let (ar, ar_b) = coll_busy(C::AllReduce, bytes, span, c.coll, c.tp_dp_share)?;
@@ -94,6 +101,8 @@ pub(super) fn tp_windows<T: Trace>(c: &Ctx, lin: &Linears, tr: &mut T) -> Result
             bwd,
             bytes: (2.0 * bytes, 2.0 * bytes),
             busy: (two, two),
+            reduce: ar,
+            gather: Seconds::ZERO,
         })
     }
 }
