@@ -451,12 +451,13 @@ fn hardware_axes_top_10_equals_exhaustive_evaluation() {
                     s.device = s.device.with_peak_scaled(q, k);
                 }
                 for i in 0..plain.hot_len() {
-                    if let Some((plan, _)) = plain.decode(i) {
-                        if let Ok(e) = estimate::evaluate(&model, &s, &plan) {
-                            if e.memory.fits {
-                                all.push(e.time.total.get());
-                            }
-                        }
+                    let Some((plan, _)) = plain.decode(i) else {
+                        continue;
+                    };
+                    if let Ok(e) = estimate::evaluate(&model, &s, &plan)
+                        && e.memory.fits
+                    {
+                        all.push(e.time.total.get());
                     }
                 }
             }
