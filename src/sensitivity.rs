@@ -134,6 +134,9 @@ fn time(model: &Model, system: &System, spec: &PlanSpec) -> Result<f64> {
     Ok(estimate::evaluate(model, system, &plan)?.time.total.get())
 }
 
+/// Sets one plan knob of a spec.
+type SetKnob = fn(&mut PlanSpec, u32);
+
 /// Elasticities of the iteration time for every system parameter and the plan knobs
 /// (micro-batch, global batch, TP, PP), ranked by |ε|, largest first.
 pub fn elasticities(model: &Model, system: &System, spec: &PlanSpec) -> Result<Vec<Elasticity>> {
@@ -151,7 +154,7 @@ pub fn elasticities(model: &Model, system: &System, spec: &PlanSpec) -> Result<V
         });
     }
     let base = estimate::plan(model, system, spec)?;
-    let knobs: [(&str, u32, fn(&mut PlanSpec, u32)); 4] = [
+    let knobs: [(&str, u32, SetKnob); 4] = [
         ("micro_batch", base.micro_batch, |s, v| s.micro_batch = v),
         ("global_batch", base.global_batch, |s, v| {
             s.global_batch = Some(v)

@@ -395,3 +395,77 @@ fn dp_only_models_search_data_parallel_plans() {
     );
     assert!(grid.invalid.is_empty() || grid.invalid.iter().all(|d| !d.reason.contains("tp")));
 }
+
+/// Hardware axes beside the plan axes: the sweep's top 10 over 2 network bandwidths × 2
+/// HBM capacities × 2 peaks are the 10 fastest of evaluating every (hardware, plan) pair
+/// directly through `estimate::evaluate` on independently built systems.
+#[test]
+fn hardware_axes_top_10_equals_exhaustive_evaluation() {
+    use astrolabe::compute::Precision;
+    use astrolabe::sweep::hardware::HardwareAxes;
+    use astrolabe::units::{Bandwidth, Bytes, FlopRate};
+    let model = catalog::model("gpt3-175b").unwrap();
+    let system = catalog::system("dgx-a100").unwrap();
+    let mut axes = small_axes(64);
+    let bws = [12e9, 48e9];
+    let hbms = [40.0 * 1024f64.powi(3), 80.0 * 1024f64.powi(3)];
+    let peaks = [312e12, 624e12];
+    axes.hardware = HardwareAxes {
+        bandwidth: vec![(1, bws.iter().map(|&b| Bandwidth::new(b)).collect())],
+        hbm: hbms.iter().map(|&h| Bytes::new(h)).collect(),
+        peak: peaks.iter().map(|&p| FlopRate::new(p)).collect(),
+        ..HardwareAxes::default()
+    };
+    let grid = Grid::build(&model, &system, 64, axes.clone()).unwrap();
+    assert_eq!(grid.systems.len(), 8);
+    let mut o = opts(true, Objective::Time);
+    o.run.top_k = 10;
+    let r = search(&model, &grid, &o, None);
+    let top: Vec<f64> = r
+        .run
+        .top
+        .iter()
+        .map(|h| h.item.est.time.total.get())
+        .collect();
+    // Exhaustive: build each hardware point by hand and evaluate every plan of the plain grid.
+    let mut all = vec![];
+    let plain = {
+        let mut a = axes.clone();
+        a.hardware = HardwareAxes::default();
+        Grid::build(&model, &system, 64, a).unwrap()
+    };
+    for &bw in &bws {
+        for &hbm in &hbms {
+            for &pk in &peaks {
+                let mut s = system.with_gpus(64).unwrap();
+                s.topology.dims_mut()[1].bandwidth = Bandwidth::new(bw);
+                s.device.spec.memory = Bytes::new(hbm);
+                let k = pk / s.device.peak(Precision::Bf16).unwrap().get();
+                for q in [
+                    Precision::Fp16,
+                    Precision::Bf16,
+                    Precision::Fp8,
+                    Precision::Tf32,
+                    Precision::Fp32,
+                ] {
+                    s.device = s.device.with_peak_scaled(q, k);
+                }
+                for i in 0..plain.hot_len() {
+                    let Some((plan, _)) = plain.decode(i) else {
+                        continue;
+                    };
+                    if let Ok(e) = estimate::evaluate(&model, &s, &plan)
+                        && e.memory.fits
+                    {
+                        all.push(e.time.total.get());
+                    }
+                }
+            }
+        }
+    }
+    all.sort_by(f64::total_cmp);
+    assert_eq!(top.len(), 10);
+    for (a, b) in top.iter().zip(&all[..10]) {
+        assert!((a - b).abs() <= 1e-12 * b, "sweep {a} vs exhaustive {b}");
+    }
+}

@@ -78,7 +78,6 @@ pub fn time(
         algorithm: algorithm(list),
         chunks: sys.splits.max(1),
         schedule: crate::collective::Schedule::Baseline,
-        ..Options::default()
     };
     collective::time(c, Bytes::new(size as f64), &dims, &opts)
 }

@@ -73,7 +73,7 @@ pub fn fit(device: &Device, points: &[GemmPoint]) -> Result<GemmFit> {
     let w: Vec<f64> = y.iter().map(|t| 1.0 / (t * t)).collect();
     let f = wls(&x, &y, &w)?;
     let (u, v, o) = (f.coef[0], f.coef[1], f.coef[2]);
-    if !(u > 0.0) {
+    if u.is_nan() || u <= 0.0 {
         return Err(Error::Unsupported(
             "the fitted GEMM time does not grow with the work; are M, N, K varied?".into(),
         ));

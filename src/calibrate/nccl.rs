@@ -178,7 +178,7 @@ fn solve(logs: &[NcclLog], mut dims: Vec<Dim>) -> Result<NcclFit> {
         }
         let mut sb = None;
         if let Some(theta) = coef[2 + d] {
-            if !(theta > 0.0) {
+            if theta.is_nan() || theta <= 0.0 {
                 return Err(Error::Unsupported(format!(
                     "dimension {d}: the fitted time does not grow with size (1/B = {theta:e} s/B); are the sizes varied?"
                 )));

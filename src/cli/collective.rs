@@ -215,7 +215,14 @@ fn summary(op: Collective, npus: u64, results: &[(Bytes, CollectiveTime)]) -> Re
     .iter()
     .map(|(k, h)| (k.to_string(), h.to_string()))
     .collect();
-    for (i, ph) in first.phases().iter().enumerate() {
+    // Phase columns only when every size runs the same phases (under the NCCL schedule a
+    // size may run as one ring across all ranks and another as hierarchical phases).
+    let layout = |t: &CollectiveTime| -> Vec<(Collective, usize)> {
+        t.phases().iter().map(|p| (p.op, p.dim)).collect()
+    };
+    let uniform = results.iter().all(|(_, t)| layout(t) == layout(first));
+    let shown = if uniform { first.phases() } else { &[] };
+    for (i, ph) in shown.iter().enumerate() {
         cols.push((
             format!("phase{}_time_s", i + 1),
             format!("{} d{}", short(ph.op), ph.dim),
@@ -232,7 +239,9 @@ fn summary(op: Collective, npus: u64, results: &[(Bytes, CollectiveTime)]) -> Re
             Cell::q(bus, bus.get()),
             Cell::text(algorithms(t)),
         ];
-        row.extend(t.phases().iter().map(|p| Cell::q(p.time(), p.time().get())));
+        if uniform {
+            row.extend(t.phases().iter().map(|p| Cell::q(p.time(), p.time().get())));
+        }
         table.push(row)?;
     }
     Ok(table)

@@ -103,6 +103,22 @@ pub struct SweepArgs {
     /// plan (B_d ∝ √traffic_d), e.g. "600GB/s".
     #[arg(long)]
     pub bandwidth_budget: Option<String>,
+    /// Hardware axis: one network dimension's bandwidths, `DIM=LIST`, e.g.
+    /// `1=25GB/s,50GB/s,100GB/s` (repeatable, one per dimension).
+    #[arg(long = "hw-bandwidth", value_name = "DIM=LIST")]
+    pub hw_bandwidth: Vec<String>,
+    /// Hardware axis: one network dimension's latencies, `DIM=LIST`, e.g. `1=5us,10us`.
+    #[arg(long = "hw-latency", value_name = "DIM=LIST")]
+    pub hw_latency: Vec<String>,
+    /// Hardware axis: HBM capacities, e.g. 40GiB,80GiB.
+    #[arg(long = "hw-hbm", value_delimiter = ',')]
+    pub hw_hbm: Vec<String>,
+    /// Hardware axis: bf16 matrix peaks (every precision scaled alike), e.g. 312TFLOP/s,624TFLOP/s.
+    #[arg(long = "hw-peak", value_delimiter = ',')]
+    pub hw_peak: Vec<String>,
+    /// Hardware axis: devices per node (innermost dimension), e.g. 4,8,16.
+    #[arg(long = "hw-gpus-per-node", value_delimiter = ',')]
+    pub hw_gpus_per_node: Vec<u32>,
     /// Refuse grids with more configurations than this.
     #[arg(long)]
     pub max_configs: Option<u64>,
@@ -275,6 +291,7 @@ fn build_axes(a: &SweepArgs, f: &SweepFile, system: &crate::system::System) -> R
         ));
     }
     ax.networks = networks(a, f)?;
+    ax.hardware = hardware(a)?;
     if !ax.networks.is_empty() && a.gpus.is_empty() && f.gpus.is_none() {
         ax.gpus = vec![ax.networks[0].1.npus() as u32];
     }
@@ -308,6 +325,56 @@ fn extra_axes(a: &SweepArgs, fa: &file::AxesFile, ax: &mut Axes) -> Result<()> {
             .collect::<Result<_>>()?;
     }
     Ok(())
+}
+
+/// The hardware axes of the `--hw-*` flags.
+fn hardware(a: &SweepArgs) -> Result<crate::sweep::hardware::HardwareAxes> {
+    use crate::units::{parse_bytes, parse_flop_rate, parse_seconds};
+    fn per_dim<T>(
+        flag: &str,
+        items: &[String],
+        parse: impl Fn(&str) -> Result<T>,
+    ) -> Result<Vec<(usize, Vec<T>)>> {
+        items
+            .iter()
+            .map(|s| {
+                let (d, list) = s.split_once('=').ok_or_else(|| {
+                    Error::input(
+                        flag,
+                        format!("'{s}': expected DIM=LIST, e.g. 1=25GB/s,50GB/s"),
+                    )
+                })?;
+                let d = d.trim().parse::<usize>().map_err(|_| {
+                    Error::input(flag, format!("'{d}' is not a dimension index (0, 1, …)"))
+                })?;
+                Ok((
+                    d,
+                    list.split(',')
+                        .map(|v| parse(v.trim()))
+                        .collect::<Result<Vec<_>>>()?,
+                ))
+            })
+            .collect()
+    }
+    Ok(crate::sweep::hardware::HardwareAxes {
+        bandwidth: per_dim("--hw-bandwidth", &a.hw_bandwidth, |v| {
+            parse_bandwidth("--hw-bandwidth", v)
+        })?,
+        latency: per_dim("--hw-latency", &a.hw_latency, |v| {
+            parse_seconds("--hw-latency", v)
+        })?,
+        hbm: a
+            .hw_hbm
+            .iter()
+            .map(|v| parse_bytes("--hw-hbm", v))
+            .collect::<Result<_>>()?,
+        peak: a
+            .hw_peak
+            .iter()
+            .map(|v| parse_flop_rate("--hw-peak", v))
+            .collect::<Result<_>>()?,
+        gpus_per_node: a.hw_gpus_per_node.clone(),
+    })
 }
 
 fn pick<T: Clone>(flag: &[T], file: &Option<Vec<T>>) -> Option<Vec<T>> {

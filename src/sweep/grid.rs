@@ -61,6 +61,8 @@ pub struct Axes {
     pub order: Vec<Order>,
     /// Flash attention off/on.
     pub flash: Vec<bool>,
+    /// Hardware axes (system parameters) beside the plan axes; empty: the system as is.
+    pub hardware: super::hardware::HardwareAxes,
 }
 
 impl Axes {
@@ -95,6 +97,7 @@ impl Axes {
             tp_overlap: vec![false, true],
             order: vec![Order::TpDpPp, Order::TpPpDp],
             flash: vec![false, true],
+            hardware: super::hardware::HardwareAxes::default(),
         }
     }
 
@@ -176,6 +179,13 @@ impl Grid {
                 s.topology = topo.clone();
                 systems.push((name.clone(), s));
             }
+        }
+        if !axes.hardware.is_empty() {
+            let mut all = Vec::with_capacity(systems.len() * axes.hardware.count());
+            for (name, s) in &systems {
+                all.extend(axes.hardware.expand(s, name)?);
+            }
+            systems = all;
         }
         let knobs = axes.knob_count();
         // A single stage runs forward and backward per micro-batch (gradient accumulation):

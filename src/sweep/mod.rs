@@ -10,6 +10,7 @@ pub mod bandwidth;
 pub mod driver;
 pub mod file;
 pub mod grid;
+pub mod hardware;
 pub mod networks;
 pub mod objective;
 pub mod rank;
