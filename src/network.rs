@@ -13,7 +13,10 @@
 //! - in TOML, as `[[network.dims]]` tables (see [`DimSpec`]).
 
 use crate::error::{Error, Result};
-use crate::units::{Bandwidth, Seconds, parse_bandwidth, parse_seconds, serde_units};
+use crate::units::{
+    BANDWIDTH_RANGE, Bandwidth, SECONDS_RANGE, Seconds, parse_bandwidth, parse_seconds, plain,
+    serde_units,
+};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
@@ -101,16 +104,20 @@ impl Dim {
             return Err(Error::input(what, "size must be at least 1"));
         }
         let b = self.bandwidth.get();
-        if !(b > 0.0 && b.is_finite()) {
+        if !(b > 0.0) {
             return Err(Error::input(
                 what,
                 format!("bandwidth must be > 0, got {}", self.bandwidth),
             ));
         }
+        let bw = plain(b, "B/s");
+        BANDWIDTH_RANGE.check(&format!("{what}: bandwidth"), &bw, b)?;
         let l = self.latency.get();
-        if !(l >= 0.0 && l.is_finite()) {
+        if !(l >= 0.0 && l.is_finite()) || l.is_sign_negative() {
             return Err(Error::input(what, "latency must be ≥ 0 and finite"));
         }
+        let lat = plain(l, "s");
+        SECONDS_RANGE.check(&format!("{what}: latency"), &lat, l)?;
         if self.in_network && self.kind != DimKind::Switch {
             return Err(Error::input(
                 what,
@@ -165,6 +172,15 @@ impl Topology {
         if dims.is_empty() {
             return Err(Error::input("topology", "needs at least one dimension"));
         }
+        // Π p_d in u128 cannot wrap (at most 8 dimensions of u32 fit easily; more is
+        // caught by the saturating product), so the limit sees the true count.
+        let npus = dims
+            .iter()
+            .fold(1u128, |n, d| n.saturating_mul(u128::from(d.size)));
+        crate::limits::NPUS.check(
+            u64::try_from(npus).unwrap_or(u64::MAX),
+            "topology: NPU count",
+        )?;
         Ok(Topology { dims })
     }
 
@@ -258,10 +274,20 @@ fn parse_dim(full: &str, part: &str, off: usize) -> Result<Dim> {
         )
     })?;
     let kind = DimKind::parse(p[..open].trim()).map_err(|e| col_err(full, off + lead, e))?;
-    if !p.ends_with(')') {
-        return Err(col_err(full, off + lead + p.len(), "missing ')'"));
+    let close = p
+        .find(')')
+        .ok_or_else(|| col_err(full, off + lead + p.len(), "missing ')'"))?;
+    if close + 1 != p.len() {
+        return Err(col_err(
+            full,
+            off + lead + close + 1,
+            format!(
+                "unexpected '{}' after ')'; dimensions are joined with ' x '",
+                p[close + 1..].trim()
+            ),
+        ));
     }
-    let inner = &p[open + 1..p.len() - 1];
+    let inner = &p[open + 1..close];
     let mut args = Vec::new();
     let mut at = off + lead + open + 1;
     for a in inner.split(',') {
@@ -275,11 +301,21 @@ fn parse_dim(full: &str, part: &str, off: usize) -> Result<Dim> {
             format!("{}() needs size, bandwidth and latency", kind.name()),
         ));
     }
-    let size: u32 = args[0].0.parse().ok().filter(|&n| n >= 1).ok_or_else(|| {
+    let size: u64 = args[0].0.parse().ok().filter(|&n| n >= 1).ok_or_else(|| {
         col_err(
             full,
             args[0].1,
             format!("size '{}' is not a whole number ≥ 1", args[0].0),
+        )
+    })?;
+    crate::limits::NPUS
+        .check(size, "size")
+        .map_err(|e| col_err(full, args[0].1, e))?;
+    let size = u32::try_from(size).map_err(|_| {
+        col_err(
+            full,
+            args[0].1,
+            format!("size {size} does not fit in 32 bits"),
         )
     })?;
     let bandwidth =

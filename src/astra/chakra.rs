@@ -259,10 +259,7 @@ pub fn encode(trace: &TraceFile) -> Vec<u8> {
 
 /// Reads and decodes one `.et` file.
 pub fn read_file(path: &Path) -> Result<TraceFile> {
-    let bytes = std::fs::read(path).map_err(|source| Error::Io {
-        path: path.to_path_buf(),
-        source,
-    })?;
+    let bytes = crate::limits::read_bytes(path)?;
     decode(&bytes, &path.display().to_string())
 }
 

@@ -298,10 +298,7 @@ impl AstraSystem {
 
     /// Reads and parses a file.
     pub fn read(path: &Path) -> Result<AstraSystem> {
-        let text = std::fs::read_to_string(path).map_err(|source| Error::Io {
-            path: path.to_path_buf(),
-            source,
-        })?;
+        let text = crate::limits::read_text(path)?;
         Self::parse(&text, &path.display().to_string())
     }
 

@@ -133,10 +133,7 @@ pub fn load(prefix: &Path, ctx: &Ctx) -> Result<Workload> {
         .into_par_iter()
         .map(|r| {
             let path = chakra::rank_path(prefix, r);
-            let bytes = std::fs::read(&path).map_err(|source| Error::Io {
-                path: path.clone(),
-                source,
-            })?;
+            let bytes = crate::limits::read_bytes(&path)?;
             let recs = lean::decode(&bytes, &path.display().to_string())?;
             drop(bytes);
             convert_npu(&recs, r, ctx)

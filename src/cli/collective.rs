@@ -195,10 +195,7 @@ struct NetworkSection {
 /// Reads `[[network.dims]]` from a TOML file; errors carry the path (and toml's own line,
 /// column and snippet).
 pub fn read_network(path: &Path) -> Result<Topology> {
-    let text = std::fs::read_to_string(path).map_err(|source| Error::Io {
-        path: path.to_path_buf(),
-        source,
-    })?;
+    let text = crate::limits::read_text(path)?;
     let file: NetworkFile = toml::from_str(&text).map_err(|e| Error::File {
         path: path.to_path_buf(),
         message: e.to_string().trim_end().to_string(),
