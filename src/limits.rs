@@ -71,9 +71,9 @@ impl Limit {
     }
 
     /// Errors when `n` exceeds the maximum; `subject` names what has `n` of them.
-    pub fn check(&self, n: u64, subject: impl std::fmt::Display) -> Result<()> {
-        let max = self.max()?;
-        if n > max {
+    pub fn check(&self, n: impl Into<u128>, subject: impl std::fmt::Display) -> Result<()> {
+        let (n, max) = (n.into(), self.max()?);
+        if n > u128::from(max) {
             return Err(Error::input(
                 subject.to_string(),
                 format!(

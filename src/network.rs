@@ -172,15 +172,11 @@ impl Topology {
         if dims.is_empty() {
             return Err(Error::input("topology", "needs at least one dimension"));
         }
-        // Π p_d in u128 cannot wrap (at most 8 dimensions of u32 fit easily; more is
-        // caught by the saturating product), so the limit sees the true count.
+        // Π p_d in u128 (saturating) cannot wrap, so the limit sees the true count.
         let npus = dims
             .iter()
             .fold(1u128, |n, d| n.saturating_mul(u128::from(d.size)));
-        crate::limits::NPUS.check(
-            u64::try_from(npus).unwrap_or(u64::MAX),
-            "topology: NPU count",
-        )?;
+        crate::limits::NPUS.check(npus, "topology: NPU count")?;
         Ok(Topology { dims })
     }
 

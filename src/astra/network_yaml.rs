@@ -103,9 +103,27 @@ impl AstraNetwork {
                     "bandwidth[{i}] must be > 0 GB/s, got {bw}"
                 )));
             }
-            if !(lat >= 0.0 && lat.is_finite()) {
+            if !(lat >= 0.0 && lat.is_finite()) || lat.is_sign_negative() {
                 return Err(file_err(format!("latency[{i}] must be ≥ 0 ns, got {lat}")));
             }
+            let range = |r: crate::units::Range, key: String, text: String, si: f64| {
+                r.check(&key, &text, si)
+                    .map_err(|e| file_err(e.to_string()))
+            };
+            use crate::units::{BANDWIDTH_RANGE, SECONDS_RANGE};
+            let gib = (1u64 << 30) as f64;
+            range(
+                BANDWIDTH_RANGE,
+                format!("bandwidth[{i}]"),
+                format!("{bw:?} GB/s"),
+                bw * gib,
+            )?;
+            range(
+                SECONDS_RANGE,
+                format!("latency[{i}]"),
+                format!("{lat:?} ns"),
+                lat * 1e-9,
+            )?;
             dims.push(AstraDim {
                 kind,
                 npus,
@@ -113,6 +131,12 @@ impl AstraNetwork {
                 latency_ns: lat,
             });
         }
+        let npus = dims
+            .iter()
+            .fold(1u128, |n, d| n.saturating_mul(u128::from(d.npus)));
+        crate::limits::NPUS
+            .check(npus, "npus_count")
+            .map_err(|e| file_err(e.to_string()))?;
         Ok(AstraNetwork { dims })
     }
 

@@ -143,7 +143,14 @@ fn parse_schedule(s: &str) -> Result<Schedule> {
 /// "1GB" → `[1e9]`; "1KiB..1GiB" → 1 KiB, 2 KiB, …, 1 GiB (doubling, nccl-tests `-f 2`).
 pub fn parse_sizes(s: &str) -> Result<Vec<Bytes>> {
     let Some((a, b)) = s.split_once("..") else {
-        return Ok(vec![parse_bytes("--size", s)?]);
+        let size = parse_bytes("--size", s)?;
+        if size.get() == 0.0 {
+            return Err(Error::input(
+                "--size",
+                format!("'{s}' is zero; a collective moves at least 1 byte, e.g. '64MiB'"),
+            ));
+        }
+        return Ok(vec![size]);
     };
     let (a, b) = (parse_bytes("--size", a)?, parse_bytes("--size", b)?);
     if a.get() <= 0.0 || b < a {
@@ -216,11 +223,23 @@ fn summary(op: Collective, npus: u64, results: &[(Bytes, CollectiveTime)]) -> Re
     .iter()
     .map(|(k, h)| (k.to_string(), h.to_string()))
     .collect();
-    for (i, ph) in first.phases().iter().enumerate() {
-        cols.push((
-            format!("phase{}_time_s", i + 1),
-            format!("{} d{}", short(ph.op), ph.dim),
-        ));
+    // Sizes may run different phase lists (Themis orders dimensions per size): one
+    // column per phase position, named after the phase when every size agrees on it.
+    let width = results
+        .iter()
+        .map(|(_, t)| t.phases().len())
+        .max()
+        .unwrap_or(0);
+    let same = |i: usize| {
+        let key = |t: &CollectiveTime| t.phases().get(i).map(|p| (p.op, p.dim));
+        results.iter().all(|(_, t)| key(t) == key(first))
+    };
+    for i in 0..width {
+        let header = match first.phases().get(i).filter(|_| same(i)) {
+            Some(ph) => format!("{} d{}", short(ph.op), ph.dim),
+            None => format!("phase {}", i + 1),
+        };
+        cols.push((format!("phase{}_time_s", i + 1), header));
     }
     let refs: Vec<(&str, &str)> = cols.iter().map(|(k, h)| (k.as_str(), h.as_str())).collect();
     let mut table = Table::new(op.name(), &refs);
@@ -234,6 +253,7 @@ fn summary(op: Collective, npus: u64, results: &[(Bytes, CollectiveTime)]) -> Re
             Cell::text(algorithms(t)),
         ];
         row.extend(t.phases().iter().map(|p| Cell::q(p.time(), p.time().get())));
+        row.resize_with(5 + width, || Cell::Empty);
         table.push(row)?;
     }
     Ok(table)
