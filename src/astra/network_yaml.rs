@@ -67,6 +67,34 @@ struct Raw {
     latency: Vec<f64>,
 }
 
+/// serde_yaml_ng's message made complete: the line of a duplicated key (the parser gives
+/// none), and the expected shape instead of the internal type name.
+fn yaml_message(text: &str, e: &serde_yaml_ng::Error) -> String {
+    let msg = e.to_string();
+    let msg = msg.replace(
+        "struct Raw",
+        "a mapping with the keys topology, npus_count, bandwidth and latency",
+    );
+    if msg.contains(" at line ") {
+        return msg;
+    }
+    let dup = msg
+        .strip_prefix("duplicate field `")
+        .and_then(|r| r.split('`').next());
+    let line = dup.and_then(|key| {
+        let mut lines = text.lines().enumerate().filter(|(_, l)| {
+            l.strip_prefix(key)
+                .is_some_and(|r| r.trim_start().starts_with(':'))
+        });
+        lines.nth(1).map(|(i, _)| i + 1)
+    });
+    match (line, text.trim().is_empty()) {
+        (Some(n), _) => format!("{msg} at line {n} (each key may appear once)"),
+        (None, true) => format!("{msg}: the file is empty"),
+        (None, false) => msg,
+    }
+}
+
 impl AstraNetwork {
     /// Parses YAML text; `what` names the source in errors.
     pub fn parse(text: &str, what: &str) -> Result<AstraNetwork> {
@@ -74,7 +102,8 @@ impl AstraNetwork {
             path: what.into(),
             message,
         };
-        let raw: Raw = serde_yaml_ng::from_str(text).map_err(|e| file_err(e.to_string()))?;
+        let raw: Raw =
+            serde_yaml_ng::from_str(text).map_err(|e| file_err(yaml_message(text, &e)))?;
         let n = raw.topology.len();
         if n == 0 {
             return Err(file_err("'topology' lists no dimension".into()));
