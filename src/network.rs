@@ -442,7 +442,7 @@ mod tests {
         let e = Topology::parse("ring(8, 0GB/s, 500ns)")
             .unwrap_err()
             .to_string();
-        assert!(e.contains("bandwidth must be > 0"), "{e}");
+        assert!(e.contains("'0GB/s' is zero; it must be > 0"), "{e}");
         assert!(Topology::parse("ring(8, 100GB/s)").is_err());
         assert!(Topology::parse("ring(8, 100GB/s, 5)").is_err());
         assert!(Topology::parse("").is_err());
