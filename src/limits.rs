@@ -48,6 +48,14 @@ pub const TRACE_NODES: Limit = Limit {
     default: 1 << 26,
 };
 
+/// Chunks one ASTRA-sim collective is split into (≈ preferred-dataset-splits); the chunk
+/// schedule is simulated chunk by chunk: 4096.
+pub const CHUNKS: Limit = Limit {
+    what: "chunks in one collective",
+    env: "ASTROLABE_MAX_CHUNKS",
+    default: 1 << 12,
+};
+
 impl Limit {
     /// The maximum in force: the environment variable when set, else the default.
     pub fn max(&self) -> Result<u64> {

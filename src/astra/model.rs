@@ -306,7 +306,9 @@ pub fn chunking(
             ),
         ));
     }
-    Ok((d, c, d.div_ceil(c)))
+    let chunks = d.div_ceil(c);
+    crate::limits::CHUNKS.check(chunks, "preferred-dataset-splits (chunks per collective)")?;
+    Ok((d, c, chunks))
 }
 
 type Plan = [Option<(usize, PhaseOp)>; MAX_PHASES];

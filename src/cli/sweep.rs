@@ -149,6 +149,9 @@ pub fn run(args: &SweepArgs) -> Result<Report> {
             .unwrap_or("time,memory"),
     )?;
     let top = args.top.or(f.top).unwrap_or(10);
+    if top == 0 {
+        return Err(Error::input("--top", "must be at least 1 plan"));
+    }
     if global_batch == 0 {
         return Err(Error::input(
             "--global-batch",
