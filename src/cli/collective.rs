@@ -371,7 +371,19 @@ pub fn system_topology(name: &str, nodes: Option<u32>) -> Result<Topology> {
     };
     let mut dims = topo.dims().to_vec();
     if let Some(last) = dims.last_mut() {
+        // A preset is never grown silently: its file states how many nodes it has.
+        let have = last.size;
         last.size = n;
+        if n > have {
+            let grown = Topology::new(dims.clone()).map_or(String::new(), |t| t.to_string());
+            return Err(Error::input(
+                "--nodes",
+                format!(
+                    "{n} is more than system '{name}' has ({have}); to model more, give the \
+                     network itself: --topology '{grown}'"
+                ),
+            ));
+        }
         *last = last.validated("--nodes")?;
     }
     Topology::new(dims)
