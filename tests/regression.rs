@@ -70,21 +70,17 @@ fn top_k_of_usize_max_does_not_panic() {
 
 #[test]
 fn closed_stderr_does_not_panic_while_printing_an_error() {
-    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("astrolabe"))
-        .args([
-            "collective",
-            "all-reduce",
-            "--size",
-            "bogus",
-            "--system",
-            "dgx-a100",
-        ])
+    // A pipe whose reading end is closed before the process starts: writing fails (EPIPE).
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let status = std::process::Command::new(assert_cmd::cargo::cargo_bin("astrolabe"))
+        .args(["collective", "all-reduce", "--size", "bogus"])
+        .args(["--system", "dgx-a100"])
         .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
+        .stderr(writer)
+        .status()
         .unwrap();
-    drop(child.stderr.take()); // the reading end is closed before the error is written
-    assert_eq!(child.wait().unwrap().code(), Some(2));
+    assert_eq!(status.code(), Some(2));
 }
 
 #[test]
