@@ -44,6 +44,28 @@ fn usage_error(args: &[&str], what: &str) {
         .stdout(contains("NaN").not());
 }
 
+/// `collective all-reduce --size SIZE --topology TOPOLOGY`.
+fn all_reduce_on<'a>(size: &'a str, topology: &'a str) -> [&'a str; 6] {
+    [
+        "collective",
+        "all-reduce",
+        "--size",
+        size,
+        "--topology",
+        topology,
+    ]
+}
+
+/// The old code took 10–25 s on these inputs; the guards answer in milliseconds.
+#[track_caller]
+fn assert_quick(start: Instant) {
+    assert!(
+        start.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        start.elapsed()
+    );
+}
+
 /// Runs the binary and returns stdout, asserting success and no NaN/inf/-0 printed.
 #[track_caller]
 fn ok(args: &[&str]) -> String {
@@ -126,11 +148,7 @@ fn grid_size_guard_counts_before_building() {
     a[6] = &gpus;
     usage_error(&a, "--max-configs");
     // The guard used to build the whole grid first (25 s); counting takes milliseconds.
-    assert!(
-        start.elapsed() < Duration::from_secs(5),
-        "{:?}",
-        start.elapsed()
-    );
+    assert_quick(start);
 }
 
 #[test]
@@ -160,11 +178,7 @@ fn sweep_on_a_large_system_with_no_valid_plan_ends_quickly() {
     ]);
     assert!(out.contains("no plan is valid"), "{out}");
     // The nearest-count hint used to try 32,768 device counts (10.7 s).
-    assert!(
-        start.elapsed() < Duration::from_secs(5),
-        "{:?}",
-        start.elapsed()
-    );
+    assert_quick(start);
 }
 
 #[test]
@@ -313,20 +327,6 @@ fn tiny_rates_are_refused_instead_of_printing_nan() {
         .unwrap();
     let f = dir.join("dev.toml");
     std::fs::write(&f, dev.replace(line, "memory_bandwidth = \"1e-308 B/s\"")).unwrap();
-    let out = bin()
-        .args([
-            "estimate",
-            "--model",
-            "gpt3-175b",
-            "--system",
-            "dgx-a100",
-            "--gpus",
-            "64",
-        ])
-        .args(["--tp", "8", "--pp", "8", "--global-batch", "64"])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "the preset itself runs");
     let sys = dir.join("sys.toml");
     let s = std::fs::read_to_string(concat!(
         env!("CARGO_MANIFEST_DIR"),
@@ -449,17 +449,7 @@ fn tiny_peak_perf_is_reported_as_too_long_not_as_a_collective_mismatch() {
 fn npu_count_does_not_wrap_to_zero() {
     let d = "switch(65536, 100GB/s, 1us)";
     let t = [d, d, d, d].join(" x ");
-    usage_error(
-        &[
-            "collective",
-            "all-reduce",
-            "--size",
-            "1MiB",
-            "--topology",
-            &t,
-        ],
-        "NPUs in a network",
-    );
+    usage_error(&all_reduce_on("1MiB", &t), "NPUs in a network");
 }
 
 #[test]
@@ -479,10 +469,7 @@ fn export_of_tiny_bandwidth_or_huge_latency_is_refused() {
 #[test]
 fn zero_sizes_are_refused() {
     let t = "ring(8, 100GB/s, 500ns)";
-    usage_error(
-        &["collective", "all-reduce", "--size", "0B", "--topology", t],
-        "zero",
-    );
+    usage_error(&all_reduce_on("0B", t), "zero");
     let mut a = vec![
         "estimate",
         "--model",
@@ -589,14 +576,7 @@ fn dimensions_joined_by_anything_but_x_say_so() {
     for sep in [" X ", " * ", ","] {
         let t = format!("ring(8, 100GB/s, 1us){sep}switch(4, 50GB/s, 1us)");
         usage_error(
-            &[
-                "collective",
-                "all-reduce",
-                "--size",
-                "1MiB",
-                "--topology",
-                &t,
-            ],
+            &all_reduce_on("1MiB", &t),
             "dimensions are joined with ' x '",
         );
     }
