@@ -104,7 +104,7 @@ impl Dim {
             return Err(Error::input(what, "size must be at least 1"));
         }
         let b = self.bandwidth.get();
-        if !(b > 0.0) {
+        if b.is_nan() || b <= 0.0 {
             return Err(Error::input(
                 what,
                 format!("bandwidth must be > 0, got {}", self.bandwidth),

@@ -238,7 +238,7 @@ impl Plan {
         if gb == 0 {
             return Err(bad("global_batch", "must be ≥ 1 sequence".into()));
         }
-        if !(s.dp_bucket.get() > 0.0) {
+        if s.dp_bucket.get().is_nan() || s.dp_bucket.get() <= 0.0 {
             return Err(bad("dp_bucket", "must be > 0 bytes, e.g. \"25MB\"".into()));
         }
         if !gb.is_multiple_of(dp_mb) {

@@ -227,7 +227,7 @@ pub fn run(
         phases: [PhaseTime::default(); MAX_PHASES],
     };
     let e = (sys.endpoint_delay_ns as f64 * knobs.injection_scale).round();
-    if !(e <= phases::MAX_NS as f64) {
+    if e.is_nan() || e > phases::MAX_NS as f64 {
         return Err(Error::input(
             "endpoint-delay × --injection-scale",
             format!("is {e:?} ns, more than 2^62 ns (about 146 years), beyond ASTRA-sim's clock"),
@@ -278,7 +278,7 @@ pub fn chunking(
 ) -> Result<(u64, u64, u64)> {
     let scaled = (comm_size as f64 * knobs.comm_scale).floor();
     let max = crate::units::BYTES_RANGE.max;
-    if !(scaled <= max) {
+    if scaled.is_nan() || scaled > max {
         return Err(Error::input(
             "size × --comm-scale",
             format!("is {scaled:?} B, more than the maximum of 1 PiB ({max} B)"),

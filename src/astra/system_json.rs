@@ -184,7 +184,7 @@ impl AstraSystem {
         SECONDS_RANGE.check(&key("endpoint-delay"), &format!("{e:?} ns"), e * 1e-9)?;
         BANDWIDTH_RANGE.check(&key("local-mem-bw"), &format!("{lmbw:?} GB/s"), lmbw * 1e9)?;
         let peak = raw.peak_perf.unwrap_or(0.0);
-        if !(peak >= 0.0) || peak.is_sign_negative() {
+        if peak.is_nan() || peak.is_sign_negative() {
             return Err(Error::input(
                 key("peak-perf"),
                 format!("expected TFLOP/s ≥ 0, got {peak}"),

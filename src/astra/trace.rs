@@ -298,7 +298,7 @@ fn comp_ns(r: &lean::Rec, sys: &AstraSystem) -> Result<u64> {
 /// A duration computed in floating point as whole ns, refused beyond [`MAX_NS`] (or when
 /// not finite) rather than saturated.
 pub fn float_ns(ns: f64, what: &str) -> Result<u64> {
-    if !(ns <= MAX_NS as f64) {
+    if ns.is_nan() || ns > MAX_NS as f64 {
         return fit_ns(u128::MAX, what);
     }
     Ok(ns as u64)
