@@ -66,6 +66,10 @@ impl DimKind {
     }
 }
 
+/// Largest oversubscription ratio accepted (fat trees are built 1:1 to about 1:8; beyond
+/// 1:1024 a "switch" no longer carries traffic in any meaningful sense).
+pub const MAX_OVERSUBSCRIPTION: f64 = 1024.0;
+
 /// One validated network dimension.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Dim {
@@ -127,8 +131,14 @@ impl Dim {
                 ),
             ));
         }
-        if !(self.oversubscription >= 1.0 && self.oversubscription.is_finite()) {
-            return Err(Error::input(what, "oversubscription must be ≥ 1"));
+        if !(self.oversubscription >= 1.0 && self.oversubscription <= MAX_OVERSUBSCRIPTION) {
+            return Err(Error::input(
+                what,
+                format!(
+                    "oversubscription must be between 1 and {MAX_OVERSUBSCRIPTION}, got {:?}",
+                    self.oversubscription
+                ),
+            ));
         }
         if self.oversubscription > 1.0 && self.kind != DimKind::Switch {
             return Err(Error::input(
@@ -348,7 +358,7 @@ fn parse_dim(full: &str, part: &str, off: usize) -> Result<Dim> {
             }
         }
     }
-    dim.validated("topology")
+    dim.validated(kind.name())
         .map_err(|e| col_err(full, off + lead, e))
 }
 
