@@ -203,10 +203,7 @@ pub fn is_path(s: &str) -> bool {
 pub fn read(kind: Kind, name_or_path: &str) -> Result<(String, PathBuf)> {
     if is_path(name_or_path) {
         let p = PathBuf::from(name_or_path);
-        let text = std::fs::read_to_string(&p).map_err(|source| Error::Io {
-            path: p.clone(),
-            source,
-        })?;
+        let text = crate::limits::read_text(&p)?;
         return Ok((text, p));
     }
     let text = source(kind, name_or_path)?;

@@ -143,10 +143,7 @@ pub struct Comparison {
 pub fn load(name_or_path: &str) -> Result<Scenario> {
     if catalog::is_path(name_or_path) {
         let p = PathBuf::from(name_or_path);
-        let text = std::fs::read_to_string(&p).map_err(|source| Error::Io {
-            path: p.clone(),
-            source,
-        })?;
+        let text = crate::limits::read_text(&p)?;
         return parse(&text, &p);
     }
     let text = builtin::source(name_or_path)?;

@@ -86,6 +86,11 @@ impl Error {
         }
     }
 
+    /// Whether this is a write to a closed pipe (`| head`): success by the binary's rule.
+    pub fn is_broken_pipe(&self) -> bool {
+        matches!(self, Error::Io { source, .. } if source.kind() == std::io::ErrorKind::BrokenPipe)
+    }
+
     /// The process exit code for this error: 1 for internal errors, 2 for everything the
     /// user can fix.
     pub fn exit_code(&self) -> i32 {

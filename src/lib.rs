@@ -17,6 +17,7 @@ pub mod compare;
 pub mod compute;
 pub mod error;
 pub mod estimate;
+pub mod limits;
 pub mod memory;
 pub mod model;
 pub mod network;

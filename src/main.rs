@@ -1,5 +1,8 @@
 //! The `astrolabe` binary: parse the command line, run, print, map errors to exit codes
-//! (0 ok, 2 bad input, 1 internal error). A closed pipe (`| head`) is success.
+//! (0 ok, 2 bad input, 1 internal error). One rule for closed pipes, as ripgrep's: a broken
+//! pipe on any output (`| head`, `--all /dev/stdout | head`) is success, exit 0, nothing
+//! more printed. A closed standard error never panics: the message is dropped, the exit
+//! code stays.
 
 use astrolabe::cli::{self, Cli};
 use clap::Parser;
@@ -9,34 +12,34 @@ use std::process::ExitCode;
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let out = cli::output_args(&cli).clone();
-    let result = cli::run(&cli).and_then(|report| report.render(out.format));
+    let result = cli::run(&cli)
+        .and_then(|report| report.render(out.format))
+        .and_then(|text| write(out.output.as_deref(), &text));
     match result {
-        Ok(text) => match &out.output {
-            Some(path) => match std::fs::write(path, text) {
-                Ok(()) => ExitCode::SUCCESS,
-                Err(e) => {
-                    eprintln!("error: {}: {e}", path.display());
-                    ExitCode::from(2)
-                }
-            },
-            None => {
-                let mut stdout = std::io::stdout().lock();
-                match stdout
-                    .write_all(text.as_bytes())
-                    .and_then(|()| stdout.flush())
-                {
-                    Ok(()) => ExitCode::SUCCESS,
-                    Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
-                    Err(e) => {
-                        eprintln!("error: {e}");
-                        ExitCode::from(1)
-                    }
-                }
-            }
-        },
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) if e.is_broken_pipe() => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {e}");
+            // Writing to a closed standard error fails; there is nowhere left to report it.
+            let _ = writeln!(std::io::stderr(), "error: {e}");
             ExitCode::from(e.exit_code() as u8)
+        }
+    }
+}
+
+/// Writes the rendered output to FILE or standard output.
+fn write(path: Option<&std::path::Path>, text: &str) -> astrolabe::Result<()> {
+    let io = |p: &std::path::Path| {
+        let p = p.to_path_buf();
+        move |source| astrolabe::Error::Io { path: p, source }
+    };
+    match path {
+        Some(p) => std::fs::write(p, text).map_err(io(p)),
+        None => {
+            let mut stdout = std::io::stdout().lock();
+            stdout
+                .write_all(text.as_bytes())
+                .and_then(|()| stdout.flush())
+                .map_err(io(std::path::Path::new("<standard output>")))
         }
     }
 }

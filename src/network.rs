@@ -13,7 +13,10 @@
 //! - in TOML, as `[[network.dims]]` tables (see [`DimSpec`]).
 
 use crate::error::{Error, Result};
-use crate::units::{Bandwidth, Seconds, parse_bandwidth, parse_seconds, serde_units};
+use crate::units::{
+    BANDWIDTH_RANGE, Bandwidth, SECONDS_RANGE, Seconds, parse_bandwidth, parse_seconds, plain,
+    serde_units,
+};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
@@ -63,6 +66,10 @@ impl DimKind {
     }
 }
 
+/// Largest oversubscription ratio accepted (fat trees are built 1:1 to about 1:8; beyond
+/// 1:1024 a "switch" no longer carries traffic in any meaningful sense).
+pub const MAX_OVERSUBSCRIPTION: f64 = 1024.0;
+
 /// One validated network dimension.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Dim {
@@ -106,16 +113,20 @@ impl Dim {
             return Err(Error::input(what, "size must be at least 1"));
         }
         let b = self.bandwidth.get();
-        if !(b > 0.0 && b.is_finite()) {
+        if b.is_nan() || b <= 0.0 {
             return Err(Error::input(
                 what,
                 format!("bandwidth must be > 0, got {}", self.bandwidth),
             ));
         }
+        let bw = plain(b, "B/s");
+        BANDWIDTH_RANGE.check(&format!("{what}: bandwidth"), &bw, b)?;
         let l = self.latency.get();
-        if !(l >= 0.0 && l.is_finite()) {
+        if !(l >= 0.0 && l.is_finite()) || l.is_sign_negative() {
             return Err(Error::input(what, "latency must be ≥ 0 and finite"));
         }
+        let lat = plain(l, "s");
+        SECONDS_RANGE.check(&format!("{what}: latency"), &lat, l)?;
         if self.in_network && self.kind != DimKind::Switch {
             return Err(Error::input(
                 what,
@@ -132,8 +143,14 @@ impl Dim {
                 format!("in-network efficiency must be in (0, 1], got {eta}"),
             ));
         }
-        if !(self.oversubscription >= 1.0 && self.oversubscription.is_finite()) {
-            return Err(Error::input(what, "oversubscription must be ≥ 1"));
+        if !(self.oversubscription >= 1.0 && self.oversubscription <= MAX_OVERSUBSCRIPTION) {
+            return Err(Error::input(
+                what,
+                format!(
+                    "oversubscription must be between 1 and {MAX_OVERSUBSCRIPTION}, got {:?}",
+                    self.oversubscription
+                ),
+            ));
         }
         if self.oversubscription > 1.0 && self.kind != DimKind::Switch {
             return Err(Error::input(
@@ -179,6 +196,11 @@ impl Topology {
         if dims.is_empty() {
             return Err(Error::input("topology", "needs at least one dimension"));
         }
+        // Π p_d in u128 (saturating) cannot wrap, so the limit sees the true count.
+        let npus = dims
+            .iter()
+            .fold(1u128, |n, d| n.saturating_mul(u128::from(d.size)));
+        crate::limits::NPUS.check(npus, "topology: NPU count")?;
         Ok(Topology { dims })
     }
 
@@ -272,10 +294,20 @@ fn parse_dim(full: &str, part: &str, off: usize) -> Result<Dim> {
         )
     })?;
     let kind = DimKind::parse(p[..open].trim()).map_err(|e| col_err(full, off + lead, e))?;
-    if !p.ends_with(')') {
-        return Err(col_err(full, off + lead + p.len(), "missing ')'"));
+    let close = p
+        .find(')')
+        .ok_or_else(|| col_err(full, off + lead + p.len(), "missing ')'"))?;
+    if close + 1 != p.len() {
+        return Err(col_err(
+            full,
+            off + lead + close + 1,
+            format!(
+                "unexpected '{}' after ')'; dimensions are joined with ' x '",
+                p[close + 1..].trim()
+            ),
+        ));
     }
-    let inner = &p[open + 1..p.len() - 1];
+    let inner = &p[open + 1..close];
     let mut args = Vec::new();
     let mut at = off + lead + open + 1;
     for a in inner.split(',') {
@@ -289,11 +321,21 @@ fn parse_dim(full: &str, part: &str, off: usize) -> Result<Dim> {
             format!("{}() needs size, bandwidth and latency", kind.name()),
         ));
     }
-    let size: u32 = args[0].0.parse().ok().filter(|&n| n >= 1).ok_or_else(|| {
+    let size: u64 = args[0].0.parse().ok().filter(|&n| n >= 1).ok_or_else(|| {
         col_err(
             full,
             args[0].1,
             format!("size '{}' is not a whole number ≥ 1", args[0].0),
+        )
+    })?;
+    crate::limits::NPUS
+        .check(size, "size")
+        .map_err(|e| col_err(full, args[0].1, e))?;
+    let size = u32::try_from(size).map_err(|_| {
+        col_err(
+            full,
+            args[0].1,
+            format!("size {size} does not fit in 32 bits"),
         )
     })?;
     let bandwidth =
@@ -343,7 +385,7 @@ fn parse_dim(full: &str, part: &str, off: usize) -> Result<Dim> {
             }
         }
     }
-    dim.validated("topology")
+    dim.validated(kind.name())
         .map_err(|e| col_err(full, off + lead, e))
 }
 
@@ -442,7 +484,7 @@ mod tests {
         let e = Topology::parse("ring(8, 0GB/s, 500ns)")
             .unwrap_err()
             .to_string();
-        assert!(e.contains("bandwidth must be > 0"), "{e}");
+        assert!(e.contains("'0GB/s' is zero; it must be > 0"), "{e}");
         assert!(Topology::parse("ring(8, 100GB/s)").is_err());
         assert!(Topology::parse("ring(8, 100GB/s, 5)").is_err());
         assert!(Topology::parse("").is_err());

@@ -338,7 +338,13 @@ impl Plan {
             }
         }
         let gpus = s.gpus.unwrap_or(system_gpus);
-        let tp_pp = s.tp * s.pp * s.cp;
+        // Degrees are u32; their products are checked so that a huge degree is an error,
+        // never a wrapped (wrong) count.
+        let mul = |a: u32, b: u32, what: &str| {
+            a.checked_mul(b)
+                .ok_or_else(|| bad(what, format!("{a} × {b} is too large")))
+        };
+        let tp_pp = mul(mul(s.tp, s.pp, "tp")?, s.cp, "cp")?;
         let dp = match s.dp {
             Some(d) => d,
             None if gpus.is_multiple_of(tp_pp) => gpus / tp_pp,
@@ -349,7 +355,7 @@ impl Plan {
                 ));
             }
         };
-        if dp == 0 || dp * tp_pp != gpus {
+        if dp == 0 || mul(dp, tp_pp, "dp")? != gpus {
             return Err(bad(
                 "dp",
                 format!(
@@ -358,14 +364,20 @@ impl Plan {
                 ),
             ));
         }
-        let gb = s.global_batch.unwrap_or(dp * s.micro_batch);
-        if gb == 0 || !gb.is_multiple_of(dp * s.micro_batch) {
+        let dp_mb = mul(dp, s.micro_batch, "micro_batch")?;
+        let gb = s.global_batch.unwrap_or(dp_mb);
+        if gb == 0 {
+            return Err(bad("global_batch", "must be ≥ 1 sequence".into()));
+        }
+        if let Some(b) = s.dp_bucket
+            && !(b.get() > 0.0)
+        {
+            return Err(bad("dp_bucket", "must be > 0 bytes, e.g. \"25MB\"".into()));
+        }
+        if !gb.is_multiple_of(dp_mb) {
             return Err(bad(
                 "global_batch",
-                format!(
-                    "{gb} is not a multiple of dp·micro_batch = {}",
-                    dp * s.micro_batch
-                ),
+                format!("{gb} is not a multiple of dp·micro_batch = {dp_mb}"),
             ));
         }
         let m = gb / (dp * s.micro_batch);

@@ -336,6 +336,29 @@ impl System {
         self.topology.npus()
     }
 
+    /// The error for a device count beyond what the system file states (its network's
+    /// Π p_d): a preset is never grown silently.
+    fn too_many(&self, gpus: u32) -> Error {
+        let dims: Vec<String> = self
+            .topology
+            .dims()
+            .iter()
+            .map(|d| d.size.to_string())
+            .collect();
+        Error::input(
+            "--gpus",
+            format!(
+                "{gpus} is more than system '{}' has: {} devices ({}, as its network states); \
+                 to model a larger system, write it out with `astrolabe show system {} > big.toml`, \
+                 raise the outermost network.dims size and pass --system big.toml",
+                self.name(),
+                self.gpus(),
+                dims.join(" × "),
+                self.name()
+            ),
+        )
+    }
+
     /// The same system with `gpus` devices: the outermost dimension that is needed is
     /// resized (inner dimensions are whole building blocks such as a DGX node); a count
     /// below one node shrinks the innermost dimension. Errors when `gpus` is not a whole
@@ -343,6 +366,9 @@ impl System {
     pub fn with_gpus(&self, gpus: u32) -> Result<System> {
         if gpus == 0 {
             return Err(Error::input("--gpus", "must be ≥ 1"));
+        }
+        if u64::from(gpus) > self.gpus() {
+            return Err(self.too_many(gpus));
         }
         let mut dims = self.topology.dims().to_vec();
         let mut inner: u32 = 1;

@@ -170,13 +170,83 @@ fn split_number<'a>(what: &str, s: &'a str, example: &str) -> Result<(f64, &'a s
     if !v.is_finite() {
         return Err(Error::input(what, format!("'{s}' is not finite")));
     }
-    if v < 0.0 {
+    if v.is_sign_negative() {
         return Err(Error::input(
             what,
             format!("'{s}' is negative; expected a value ≥ 0, e.g. '{example}'"),
         ));
     }
     Ok((v, unit.trim()))
+}
+
+/// The stated range of a quantity after unit scaling: 0, or a value in `[min, max]`.
+/// Outside it the model would overflow to infinity or divide by (almost) nothing, so the
+/// value is refused at the edge with the range in the message.
+#[derive(Clone, Copy, Debug)]
+pub struct Range {
+    /// Smallest non-zero value (SI units).
+    pub min: f64,
+    /// Largest value (SI units).
+    pub max: f64,
+    /// The range in words, for the error message.
+    pub text: &'static str,
+    /// Whether 0 is accepted.
+    pub zero: bool,
+}
+
+/// Data sizes: 1 bit (0.125 B) to 1 PiB (2^50 B), or 0.
+pub const BYTES_RANGE: Range = Range {
+    min: 0.125,
+    max: (1u64 << 50) as f64,
+    text: "between 1 bit and 1 PiB",
+    zero: true,
+};
+/// Bandwidths: 1 B/s to 1 EB/s (1e18 B/s); never 0.
+pub const BANDWIDTH_RANGE: Range = Range {
+    min: 1.0,
+    max: 1e18,
+    text: "between 1 B/s and 1 EB/s",
+    zero: false,
+};
+/// Durations: 1 ps to 1e9 s (about 32 years), or 0.
+pub const SECONDS_RANGE: Range = Range {
+    min: 1e-12,
+    max: 1e9,
+    text: "between 1 ps and 1e9 s (about 32 years)",
+    zero: true,
+};
+/// Compute rates: 1 FLOP/s to 1 ZFLOP/s (1e21 FLOP/s), or 0 (an unsupported precision).
+pub const FLOP_RATE_RANGE: Range = Range {
+    min: 1.0,
+    max: 1e21,
+    text: "between 1 FLOP/s and 1e21 FLOP/s",
+    zero: true,
+};
+/// Counts (tokens): 1 to 1e18, or 0.
+pub const COUNT_RANGE: Range = Range {
+    min: 1.0,
+    max: 1e18,
+    text: "between 1 and 1e18",
+    zero: true,
+};
+
+impl Range {
+    /// `v` (already in SI units) when it is in range; else an error that quotes `s`.
+    pub fn check(&self, what: &str, s: &str, v: f64) -> Result<f64> {
+        if v == 0.0 && self.zero {
+            return Ok(0.0);
+        }
+        if v == 0.0 {
+            return Err(Error::input(what, format!("'{s}' is zero; it must be > 0")));
+        }
+        if !(v >= self.min && v <= self.max) {
+            return Err(Error::input(
+                what,
+                format!("'{s}' is out of range; it must be {}", self.text),
+            ));
+        }
+        Ok(v)
+    }
 }
 
 /// Multiplier of an SI (k, M, G, T, P, E) or IEC (Ki, Mi, Gi, Ti, Pi, Ei) prefix.
@@ -234,7 +304,7 @@ pub fn parse_bytes(what: &str, s: &str) -> Result<Bytes> {
             format!("unknown data unit '{unit}' in '{s}'; expected B, kB, MB, GB, KiB, MiB, GiB, … (e.g. '{EX}')"),
         )
     })?;
-    Ok(Bytes(v * f))
+    BYTES_RANGE.check(what, s, v * f).map(Bytes)
 }
 
 /// Parses a bandwidth: "450GB/s", "100 Gb/s" (bits), "25GiB/s", "200Gbps".
@@ -256,22 +326,22 @@ pub fn parse_bandwidth(what: &str, s: &str) -> Result<Bandwidth> {
             format!("unknown bandwidth unit '{unit}' in '{s}'; expected e.g. '{EX}'"),
         )
     })?;
-    Ok(Bandwidth(v * f))
+    BANDWIDTH_RANGE.check(what, s, v * f).map(Bandwidth)
 }
 
 /// Parses a duration: "500ns", "1.5us" (or "µs"), "2ms", "3s", "1min", "2h".
 pub fn parse_seconds(what: &str, s: &str) -> Result<Seconds> {
     const EX: &str = "500ns or 1.5us";
     let (v, unit) = split_number(what, s, EX)?;
-    let f = match unit {
-        "ps" => return Ok(Seconds(v / 1e12)),
-        "ns" => return Ok(Seconds(v / 1e9)),
-        "us" | "µs" | "μs" => return Ok(Seconds(v / 1e6)),
-        "ms" => return Ok(Seconds(v / 1e3)),
-        "s" | "sec" => 1.0,
-        "min" => 60.0,
-        "h" => 3600.0,
-        "d" | "days" => 86400.0,
+    let si = match unit {
+        "ps" => v / 1e12,
+        "ns" => v / 1e9,
+        "us" | "µs" | "μs" => v / 1e6,
+        "ms" => v / 1e3,
+        "s" | "sec" => v,
+        "min" => v * 60.0,
+        "h" => v * 3600.0,
+        "d" | "days" => v * 86400.0,
         "" => {
             return Err(Error::input(
                 what,
@@ -287,7 +357,7 @@ pub fn parse_seconds(what: &str, s: &str) -> Result<Seconds> {
             ));
         }
     };
-    Ok(Seconds(v * f))
+    SECONDS_RANGE.check(what, s, si).map(Seconds)
 }
 
 /// Parses a compute rate: "989TFLOP/s", "989 TFLOPS", "1.2 PFLOP/s".
@@ -313,7 +383,7 @@ pub fn parse_flop_rate(what: &str, s: &str) -> Result<FlopRate> {
                 format!("unknown prefix '{p}' in '{s}'; expected k, M, G, T, P (e.g. '{EX}')"),
             )
         })?;
-    Ok(FlopRate(v * f))
+    FLOP_RATE_RANGE.check(what, s, v * f).map(FlopRate)
 }
 
 /// Parses a count with an optional decimal suffix: "300B" tokens = 3e11, "1.5T", "2M", "512".
@@ -332,7 +402,7 @@ pub fn parse_count(what: &str, s: &str) -> Result<f64> {
             ));
         }
     };
-    Ok(v * f)
+    COUNT_RANGE.check(what, s, v * f)
 }
 
 /// Formats `v` with a decimal prefix: 1.23 k, 45.6 M, … with 3–4 significant digits.

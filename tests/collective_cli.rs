@@ -224,7 +224,7 @@ fn collective_network_toml_file() {
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
-        err.contains("zero.toml") && err.contains("bandwidth must be > 0"),
+        err.contains("zero.toml") && err.contains("'0 GB/s' is zero; it must be > 0"),
         "{err}"
     );
     std::fs::remove_dir_all(&dir).ok();
@@ -318,7 +318,7 @@ fn collective_bad_sizes_and_networks() {
             "--topology",
             "ring(8, 0GB/s, 500ns)",
         ],
-        &["bandwidth must be > 0"],
+        &["bandwidth", "is zero; it must be > 0"],
     );
     fails(
         &[

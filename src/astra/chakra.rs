@@ -236,10 +236,19 @@ pub fn decode(bytes: &[u8], what: &str) -> Result<TraceFile> {
     let bad = |e: prost::DecodeError, at: usize| {
         Error::input(what, format!("not a Chakra trace (at byte {at}): {e}"))
     };
+    if bytes.is_empty() {
+        return Err(Error::input(
+            what,
+            "is empty (0 bytes); a Chakra trace starts with its metadata",
+        ));
+    }
     let metadata = GlobalMetadata::decode_length_delimited(&mut buf).map_err(|e| bad(e, 0))?;
     let mut nodes = Vec::new();
     while !buf.is_empty() {
         let at = bytes.len() - buf.len();
+        if buf[0] == 0 {
+            return Err(super::lean::empty_node(what, at));
+        }
         nodes.push(Node::decode_length_delimited(&mut buf).map_err(|e| bad(e, at))?);
     }
     Ok(TraceFile { metadata, nodes })
@@ -259,10 +268,7 @@ pub fn encode(trace: &TraceFile) -> Vec<u8> {
 
 /// Reads and decodes one `.et` file.
 pub fn read_file(path: &Path) -> Result<TraceFile> {
-    let bytes = std::fs::read(path).map_err(|source| Error::Io {
-        path: path.to_path_buf(),
-        source,
-    })?;
+    let bytes = crate::limits::read_bytes(path)?;
     decode(&bytes, &path.display().to_string())
 }
 

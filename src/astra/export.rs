@@ -149,7 +149,10 @@ pub fn write_microbenchmark(
 
 /// Creates `dir` and writes the three configuration files every export has:
 /// network.yml, system.json and remote_memory.json. Returns their paths.
+/// Checks first that the whole export (the configs and one trace per NPU) stays within
+/// [`crate::limits::FILES_WRITTEN`], so nothing is written when it would not.
 fn write_configs(dir: &Path, net: &AstraNetwork, sys: &AstraSystem) -> Result<Vec<PathBuf>> {
+    crate::limits::FILES_WRITTEN.check(net.npus() + 4, "export astra: files to write")?;
     std::fs::create_dir_all(dir).map_err(|source| Error::Io {
         path: dir.to_path_buf(),
         source,

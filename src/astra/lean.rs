@@ -45,6 +45,8 @@ pub struct Rec {
     pub deps: (u32, u32),
     /// The integer attributes of [`ATTRS`] (None when absent or not an integer).
     pub ints: [Option<i128>; 7],
+    /// Bit k set: attribute `ATTRS[k]` is present but holds no integer (a string, a list).
+    pub not_int: u8,
     /// `pg_name` (communicator group), when present.
     pub pg_name: Option<Box<str>>,
     /// `involved_dim`, when present.
@@ -64,6 +66,10 @@ impl Rec {
     /// An integer attribute as u64; negative or too large values are errors.
     pub fn uint(&self, k: usize) -> Result<Option<u64>> {
         match self.ints[k] {
+            None if self.not_int & (1 << k) != 0 => Err(Error::input(
+                format!("node {} attribute '{}'", self.id, ATTRS[k]),
+                "expected an integer, got a string or a list",
+            )),
             None => Ok(None),
             Some(v) if v >= 0 && v <= u64::MAX as i128 => Ok(Some(v as u64)),
             Some(v) => Err(Error::input(
@@ -90,6 +96,9 @@ pub fn from_trace(t: &chakra::TraceFile) -> Recs {
         for a in &n.attr {
             if let Some(k) = ATTRS.iter().position(|&x| x == a.name) {
                 r.ints[k] = a.as_i128();
+                if r.ints[k].is_none() && a.value.is_some() {
+                    r.not_int |= 1 << k;
+                }
             }
             match (a.name.as_str(), &a.value) {
                 ("pg_name", Some(AttrValue::Str(s))) => r.pg_name = Some(s.as_str().into()),
@@ -149,15 +158,41 @@ impl<'a> Buf<'a> {
 /// Decodes a whole `.et` file: skips `GlobalMetadata`, then reads every `Node`.
 pub fn decode(bytes: &[u8], what: &str) -> Result<Recs> {
     let mut buf = Buf { b: bytes, at: 0 };
-    let bad = |at: usize| Error::input(what, format!("not a Chakra trace (at byte {at})"));
+    // The fast path does not track why a message is malformed: on failure the full
+    // decoder (prost) re-reads the file for its reason.
+    let bad = |at: usize| match chakra::decode(bytes, what) {
+        Err(e) => e,
+        Ok(_) => Error::input(what, format!("not a Chakra trace (at byte {at})")),
+    };
+    if bytes.is_empty() {
+        return Err(Error::input(
+            what,
+            "is empty (0 bytes); a Chakra trace starts with its metadata",
+        ));
+    }
     buf.bytes().ok_or_else(|| bad(0))?;
     let mut out = Recs::default();
     while buf.at < bytes.len() {
         let at = buf.at;
         let msg = buf.bytes().ok_or_else(|| bad(at))?;
+        if msg.is_empty() {
+            return Err(empty_node(what, at));
+        }
         node(msg, &mut out).ok_or_else(|| bad(at))?;
     }
     Ok(out)
+}
+
+/// A node message of 0 bytes has no id and no type (INVALID_NODE): a file of zeros, or
+/// padding, not a trace.
+pub fn empty_node(what: &str, at: usize) -> Error {
+    Error::input(
+        what,
+        format!(
+            "not a Chakra trace: the node message at byte {at} is empty (0 bytes); every node \
+             has at least an id and a type"
+        ),
+    )
 }
 
 fn node(msg: &[u8], out: &mut Recs) -> Option<()> {
@@ -225,6 +260,9 @@ fn attr(msg: &[u8], r: &mut Rec) -> Option<()> {
     }
     if let Some(k) = attr_index(key) {
         r.ints[k] = int;
+        if int.is_none() && (text.is_some() || bools.is_some()) {
+            r.not_int |= 1 << k;
+        }
     } else if key == PG_NAME {
         r.pg_name = text
             .and_then(|t| std::str::from_utf8(t).ok())

@@ -226,7 +226,14 @@ pub fn run(
         n_phases: 0,
         phases: [PhaseTime::default(); MAX_PHASES],
     };
-    let e = (sys.endpoint_delay_ns as f64 * knobs.injection_scale).round() as u64;
+    let e = (sys.endpoint_delay_ns as f64 * knobs.injection_scale).round();
+    if e.is_nan() || e > phases::MAX_NS as f64 {
+        return Err(Error::input(
+            "endpoint-delay × --injection-scale",
+            format!("is {e:?} ns, more than 2^62 ns (about 146 years), beyond ASTRA-sim's clock"),
+        ));
+    }
+    let e = e as u64;
     if e == 0 {
         return Err(Error::input(
             "endpoint-delay × --injection-scale",
@@ -254,6 +261,9 @@ pub fn run(
     let q = knobs.queues_per_dim.max(1);
     b.active = sys.active_chunks.div_ceil(q) * q;
     let lifo = sys.policy == Policy::Lifo;
+    // The schedule finishes within chunks × Σ phases; bounding that keeps it from wrapping.
+    let serial: u128 = b.phases().iter().map(|p| u128::from(p.ns)).sum();
+    phases::fit_ns(serial * u128::from(chunks), "collective")?;
     b.total_ns = schedule::finish_ns(b.phases(), chunks, b.active, lifo);
     Ok(b)
 }
@@ -266,7 +276,15 @@ pub fn chunking(
     sys: &AstraSystem,
     knobs: &Knobs,
 ) -> Result<(u64, u64, u64)> {
-    let mut d = (comm_size as f64 * knobs.comm_scale).floor() as u64;
+    let scaled = (comm_size as f64 * knobs.comm_scale).floor();
+    let max = crate::units::BYTES_RANGE.max;
+    if scaled.is_nan() || scaled > max {
+        return Err(Error::input(
+            "size × --comm-scale",
+            format!("is {scaled:?} B, more than the maximum of 1 PiB ({max} B)"),
+        ));
+    }
+    let mut d = scaled as u64;
     if d == 0 {
         return Err(Error::input(
             "size",
@@ -288,7 +306,9 @@ pub fn chunking(
             ),
         ));
     }
-    Ok((d, c, d.div_ceil(c)))
+    let chunks = d.div_ceil(c);
+    crate::limits::CHUNKS.check(chunks, "preferred-dataset-splits (chunks per collective)")?;
+    Ok((d, c, chunks))
 }
 
 type Plan = [Option<(usize, PhaseOp)>; MAX_PHASES];

@@ -67,6 +67,34 @@ struct Raw {
     latency: Vec<f64>,
 }
 
+/// serde_yaml_ng's message made complete: the line of a duplicated key (the parser gives
+/// none), and the expected shape instead of the internal type name.
+fn yaml_message(text: &str, e: &serde_yaml_ng::Error) -> String {
+    let msg = e.to_string();
+    let msg = msg.replace(
+        "struct Raw",
+        "a mapping with the keys topology, npus_count, bandwidth and latency",
+    );
+    if msg.contains(" at line ") {
+        return msg;
+    }
+    let dup = msg
+        .strip_prefix("duplicate field `")
+        .and_then(|r| r.split('`').next());
+    let line = dup.and_then(|key| {
+        let mut lines = text.lines().enumerate().filter(|(_, l)| {
+            l.strip_prefix(key)
+                .is_some_and(|r| r.trim_start().starts_with(':'))
+        });
+        lines.nth(1).map(|(i, _)| i + 1)
+    });
+    match (line, text.trim().is_empty()) {
+        (Some(n), _) => format!("{msg} at line {n} (each key may appear once)"),
+        (None, true) => format!("{msg}: the file is empty"),
+        (None, false) => msg,
+    }
+}
+
 impl AstraNetwork {
     /// Parses YAML text; `what` names the source in errors.
     pub fn parse(text: &str, what: &str) -> Result<AstraNetwork> {
@@ -74,7 +102,8 @@ impl AstraNetwork {
             path: what.into(),
             message,
         };
-        let raw: Raw = serde_yaml_ng::from_str(text).map_err(|e| file_err(e.to_string()))?;
+        let raw: Raw =
+            serde_yaml_ng::from_str(text).map_err(|e| file_err(yaml_message(text, &e)))?;
         let n = raw.topology.len();
         if n == 0 {
             return Err(file_err("'topology' lists no dimension".into()));
@@ -103,9 +132,27 @@ impl AstraNetwork {
                     "bandwidth[{i}] must be > 0 GB/s, got {bw}"
                 )));
             }
-            if !(lat >= 0.0 && lat.is_finite()) {
+            if !(lat >= 0.0 && lat.is_finite()) || lat.is_sign_negative() {
                 return Err(file_err(format!("latency[{i}] must be ≥ 0 ns, got {lat}")));
             }
+            let range = |r: crate::units::Range, key: String, text: String, si: f64| {
+                r.check(&key, &text, si)
+                    .map_err(|e| file_err(e.to_string()))
+            };
+            use crate::units::{BANDWIDTH_RANGE, SECONDS_RANGE};
+            let gib = (1u64 << 30) as f64;
+            range(
+                BANDWIDTH_RANGE,
+                format!("bandwidth[{i}]"),
+                format!("{bw:?} GB/s"),
+                bw * gib,
+            )?;
+            range(
+                SECONDS_RANGE,
+                format!("latency[{i}]"),
+                format!("{lat:?} ns"),
+                lat * 1e-9,
+            )?;
             dims.push(AstraDim {
                 kind,
                 npus,
@@ -113,15 +160,18 @@ impl AstraNetwork {
                 latency_ns: lat,
             });
         }
+        let npus = dims
+            .iter()
+            .fold(1u128, |n, d| n.saturating_mul(u128::from(d.npus)));
+        crate::limits::NPUS
+            .check(npus, "npus_count")
+            .map_err(|e| file_err(e.to_string()))?;
         Ok(AstraNetwork { dims })
     }
 
     /// Reads and parses a file.
     pub fn read(path: &Path) -> Result<AstraNetwork> {
-        let text = std::fs::read_to_string(path).map_err(|source| Error::Io {
-            path: path.to_path_buf(),
-            source,
-        })?;
+        let text = crate::limits::read_text(path)?;
         Self::parse(&text, &path.display().to_string())
     }
 

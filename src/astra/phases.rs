@@ -217,7 +217,7 @@ fn link_ns(d: &AstraDim) -> f64 {
 
 /// R(m) = 3·⌊m / LMBW⌋ ns, LMBW in GB/s decimal = B/ns (`MemBus.cc`: three memory passes).
 fn reduce_ns(m: u64, lmbw: f64) -> u64 {
-    3 * (m as f64 / lmbw).floor() as u64
+    ((m as f64 / lmbw).floor() as u64).saturating_mul(3)
 }
 
 fn nonzero(m: u64, what: &str) -> Result<u64> {
@@ -231,7 +231,27 @@ fn nonzero(m: u64, what: &str) -> Result<u64> {
     Ok(m)
 }
 
+/// Largest time, ns, any ASTRA-sim-compatible result may reach: 2^62 ns (about 146
+/// years), well inside ASTRA-sim's 64-bit tick counter. A phase, collective or workload
+/// beyond it is an input error, never a wrapped or saturated (and so wrongly short) time.
+pub const MAX_NS: u64 = 1 << 62;
+
+/// `x` as u64 ns if it is within [`MAX_NS`], else an error naming `what`.
+pub fn fit_ns(x: u128, what: &str) -> Result<u64> {
+    if x > u128::from(MAX_NS) {
+        return Err(Error::input(
+            what,
+            format!(
+                "takes more than 2^62 ns (about 146 years), beyond ASTRA-sim's clock; use \
+                 smaller sizes, latencies or delays, or larger bandwidths ({x} ns)"
+            ),
+        ));
+    }
+    Ok(x as u64)
+}
+
 /// The duration of one phase for one chunk of `c` bytes, ns (table in the module doc).
+/// Evaluated in 128-bit integers, so it cannot wrap; results beyond [`MAX_NS`] are errors.
 pub fn phase_ns(imp: Impl, op: PhaseOp, c: u64, d: &LogicalDim, e: u64, lmbw: f64) -> Result<u64> {
     let p = d.npus;
     if d.aware && d.ring && !matches!(imp, Impl::Ring | Impl::OneRing) {
@@ -240,51 +260,52 @@ pub fn phase_ns(imp: Impl, op: PhaseOp, c: u64, d: &LogicalDim, e: u64, lmbw: f6
             imp.astra_name()
         )));
     }
-    let r = |m: u64| reduce_ns(m, lmbw);
-    match imp {
+    let r = |m: u64| u128::from(reduce_ns(m, lmbw));
+    let w = u128::from;
+    let (pp, e) = (w(p), w(e));
+    let ns = match imp {
         Impl::Ring | Impl::OneRing => {
-            let t = d.msg_ns(d.hops(1), nonzero(c / p, "ring message")?);
-            Ok(match op {
-                PhaseOp::AllReduce => 2 * (p - 1) * t + (2 * p - 1) * e + (p - 1) * r(c / p),
-                PhaseOp::ReduceScatter => (p - 1) * t + p * e + (p - 1) * r(c / p),
-                PhaseOp::AllGather => (p - 1) * d.msg_ns(d.hops(1), c) + p * e,
+            let t = w(d.msg_ns(d.hops(1), nonzero(c / p, "ring message")?));
+            match op {
+                PhaseOp::AllReduce => 2 * (pp - 1) * t + (2 * pp - 1) * e + (pp - 1) * r(c / p),
+                PhaseOp::ReduceScatter => (pp - 1) * t + pp * e + (pp - 1) * r(c / p),
+                PhaseOp::AllGather => (pp - 1) * w(d.msg_ns(d.hops(1), c)) + pp * e,
                 PhaseOp::AllToAll => {
-                    let n = p * (p - 1) / 2;
+                    let n = pp * (pp - 1) / 2;
                     n * t + (n + 1) * e
                 }
-            })
+            }
         }
-        Impl::Direct(w) | Impl::OneDirect(w) => {
-            let w = w.map_or(p - 1, |w| (w as u64).min(p - 1)).max(1);
-            let rounds = (p - 1).div_ceil(w);
+        Impl::Direct(win) | Impl::OneDirect(win) => {
+            let win = win.map_or(p - 1, |x| (x as u64).min(p - 1)).max(1);
+            let rounds = w((p - 1).div_ceil(win));
             let h = (1..p).map(|k| d.hops(k)).max().unwrap_or(1);
             let m = nonzero(c / p, "direct message")?;
             // Aware backend on a Switch: the w messages of a round queue on the NPU's
             // uplink, the last one then crosses the downlink: 2L + (w+1)·m/β.
             let mut dd = *d;
             if d.aware && d.extra_serial > 0.0 {
-                dd.extra_serial = w as f64;
+                dd.extra_serial = win as f64;
             }
-            let d = &dd;
-            Ok(match op {
-                PhaseOp::AllReduce => {
-                    2 * rounds * d.msg_ns(h, m) + (2 * rounds + 1) * e + rounds * r(m)
-                }
-                PhaseOp::ReduceScatter => rounds * (d.msg_ns(h, m) + r(m)) + (rounds + 1) * e,
-                PhaseOp::AllGather => rounds * d.msg_ns(h, c) + (rounds + 1) * e,
-                PhaseOp::AllToAll => rounds * d.msg_ns(h, m) + (rounds + 1) * e,
-            })
+            let t = |m: u64| w(dd.msg_ns(h, m));
+            match op {
+                PhaseOp::AllReduce => 2 * rounds * t(m) + (2 * rounds + 1) * e + rounds * r(m),
+                PhaseOp::ReduceScatter => rounds * (t(m) + r(m)) + (rounds + 1) * e,
+                PhaseOp::AllGather => rounds * t(c) + (rounds + 1) * e,
+                PhaseOp::AllToAll => rounds * t(m) + (rounds + 1) * e,
+            }
         }
-        Impl::HalvingDoubling | Impl::OneHalvingDoubling => halving_doubling(op, c, d, e, lmbw),
+        Impl::HalvingDoubling | Impl::OneHalvingDoubling => halving_doubling(op, c, d, e, lmbw)?,
         Impl::DoubleBinaryTree => {
-            let h = 63 - p.leading_zeros() as u64; // ⌊log2 p⌋, p ≥ 2
-            let t = d.msg_ns(d.hops(1), nonzero(c, "tree message")?);
-            Ok(2 * h * t + (2 * h + 1) * e + (2 * h).saturating_sub(1) * r(c))
+            let h = w(63 - u64::from(p.leading_zeros())); // ⌊log2 p⌋, p ≥ 2
+            let t = w(d.msg_ns(d.hops(1), nonzero(c, "tree message")?));
+            2 * h * t + (2 * h + 1) * e + (2 * h).saturating_sub(1) * r(c)
         }
-    }
+    };
+    fit_ns(ns, "collective phase")
 }
 
-fn halving_doubling(op: PhaseOp, c: u64, d: &LogicalDim, e: u64, lmbw: f64) -> Result<u64> {
+fn halving_doubling(op: PhaseOp, c: u64, d: &LogicalDim, e: u128, lmbw: f64) -> Result<u128> {
     let p = d.npus;
     if !p.is_power_of_two() {
         return Err(Error::Unsupported(format!(
@@ -292,21 +313,23 @@ fn halving_doubling(op: PhaseOp, c: u64, d: &LogicalDim, e: u64, lmbw: f64) -> R
         )));
     }
     let k = p.trailing_zeros() as u64;
-    let r = |m: u64| reduce_ns(m, lmbw);
-    let steps = |mult: u64| -> Result<u64> {
+    let r = |m: u64| u128::from(reduce_ns(m, lmbw));
+    let t = |h: u64, m: u64| u128::from(d.msg_ns(h, m));
+    let steps = |mult: u128| -> Result<u128> {
         nonzero(c >> k, "halving-doubling message")?;
         Ok((1..=k)
-            .map(|j| mult * d.msg_ns(d.hops(1 << (j - 1)), c >> j))
-            .sum::<u64>()
-            + (2..=k).map(|j| r(c >> j)).sum::<u64>())
+            .map(|j| mult * t(d.hops(1 << (j - 1)), c >> j))
+            .sum::<u128>()
+            + (2..=k).map(|j| r(c >> j)).sum::<u128>())
     };
+    let k = u128::from(k);
     Ok(match op {
         PhaseOp::AllReduce => steps(2)? + (2 * k + 1) * e,
         PhaseOp::ReduceScatter => steps(1)? + (k + 1) * e,
         PhaseOp::AllGather => {
-            (0..k)
-                .map(|j| d.msg_ns(d.hops(p >> (j + 1)), c << j))
-                .sum::<u64>()
+            (0..k as u32)
+                .map(|j| t(d.hops(p >> (j + 1)), c.saturating_mul(1 << j)))
+                .sum::<u128>()
                 + (k + 1) * e
         }
         PhaseOp::AllToAll => {
@@ -323,7 +346,7 @@ pub fn output_bytes(imp: Impl, op: PhaseOp, c: u64, p: u64) -> u64 {
     match (imp, op) {
         (Impl::DoubleBinaryTree, _) => c,
         (_, PhaseOp::ReduceScatter) => c / p,
-        (_, PhaseOp::AllGather) => c * p,
+        (_, PhaseOp::AllGather) => c.saturating_mul(p),
         _ => c,
     }
 }

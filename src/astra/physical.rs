@@ -153,8 +153,8 @@ pub fn workload_times(w: &mut Workload, net: &AstraNetwork, sys: &AstraSystem) -
         } else {
             0.0
         };
-        c.ns = ns.round() as u64;
+        c.ns = super::trace::float_ns(ns.round(), "collective (physical model)")?;
         (c.pieces, c.piece_ns) = if c.ns == 0 { (0, 0) } else { (1, c.ns) };
     }
-    Ok(())
+    super::trace::check_total(&w.npus, &w.collectives)
 }

@@ -179,6 +179,18 @@ impl AstraSystem {
                  time by zero",
             ));
         }
+        let key = |k: &str| format!("{what}: '{k}'");
+        use crate::units::{BANDWIDTH_RANGE, FLOP_RATE_RANGE, SECONDS_RANGE};
+        SECONDS_RANGE.check(&key("endpoint-delay"), &format!("{e:?} ns"), e * 1e-9)?;
+        BANDWIDTH_RANGE.check(&key("local-mem-bw"), &format!("{lmbw:?} GB/s"), lmbw * 1e9)?;
+        let peak = raw.peak_perf.unwrap_or(0.0);
+        if peak.is_nan() || peak.is_sign_negative() {
+            return Err(Error::input(
+                key("peak-perf"),
+                format!("expected TFLOP/s ≥ 0, got {peak}"),
+            ));
+        }
+        FLOP_RATE_RANGE.check(&key("peak-perf"), &format!("{peak:?} TFLOP/s"), peak * 1e12)?;
         let mut ignored = Vec::new();
         for (key, present) in [
             ("local-reduction-delay", raw.local_reduction_delay.is_some()),
@@ -270,7 +282,7 @@ impl AstraSystem {
                 .collective_optimization
                 .unwrap_or(Optimization::Baseline),
             local_mem_bw_gbps: lmbw,
-            peak_perf_tflops: raw.peak_perf.unwrap_or(0.0),
+            peak_perf_tflops: peak,
             roofline: flag(&raw.roofline_enabled, "roofline-enabled", what)?,
             all_reduce: impls(
                 &raw.all_reduce_implementation,
@@ -298,10 +310,7 @@ impl AstraSystem {
 
     /// Reads and parses a file.
     pub fn read(path: &Path) -> Result<AstraSystem> {
-        let text = std::fs::read_to_string(path).map_err(|source| Error::Io {
-            path: path.to_path_buf(),
-            source,
-        })?;
+        let text = crate::limits::read_text(path)?;
         Self::parse(&text, &path.display().to_string())
     }
 

@@ -20,7 +20,7 @@ use super::chakra::{self, node_type};
 use super::lean;
 use super::model::{self, Knobs, Op};
 use super::network_yaml::AstraNetwork;
-use super::phases::{Impl, LogicalDim};
+use super::phases::{Impl, LogicalDim, MAX_NS, fit_ns};
 use super::system_json::AstraSystem;
 use crate::error::{Error, Result};
 use rayon::prelude::*;
@@ -129,16 +129,17 @@ pub fn load(prefix: &Path, ctx: &Ctx) -> Result<Workload> {
     check_count(n, ctx)?;
     // Decode and convert each file in one step, so only the compact tasks of every NPU
     // stay in memory (not the decoded records of all files at once).
+    let nodes = std::sync::atomic::AtomicU64::new(0);
     let per: Vec<(Npu, Vec<CollKey>)> = (0..n)
         .into_par_iter()
         .map(|r| {
             let path = chakra::rank_path(prefix, r);
-            let bytes = std::fs::read(&path).map_err(|source| Error::Io {
-                path: path.clone(),
-                source,
-            })?;
+            let bytes = crate::limits::read_bytes(&path)?;
             let recs = lean::decode(&bytes, &path.display().to_string())?;
             drop(bytes);
+            let seen =
+                nodes.fetch_add(recs.recs.len() as u64, std::sync::atomic::Ordering::Relaxed);
+            crate::limits::TRACE_NODES.check(seen + recs.recs.len() as u64, "workload")?;
             convert_npu(&recs, r, ctx)
         })
         .collect::<Result<_>>()?;
@@ -201,6 +202,7 @@ fn merge(per: Vec<(Npu, Vec<CollKey>)>, ctx: &Ctx) -> Result<Workload> {
         }
         npus.push(npu);
     }
+    check_total(&npus, &colls)?;
     let q = ctx.knobs.queues_per_dim.max(1);
     Ok(Workload {
         npus,
@@ -236,7 +238,8 @@ fn task_cost(r: &lean::Rec, rank: usize, ctx: &Ctx, keys: &mut Interner) -> Resu
         }
         node_type::MEM_LOAD | node_type::MEM_STORE => {
             t.kind = Kind::Mem;
-            t.ns = (r.uint(lean::TENSOR_SIZE)?.unwrap_or(0) as f64 / lmbw).floor() as u64;
+            let ns = (r.uint(lean::TENSOR_SIZE)?.unwrap_or(0) as f64 / lmbw).floor();
+            t.ns = float_ns(ns, "memory access")?;
         }
         node_type::COMM_COLL => {
             t.kind = Kind::Coll(intern(keys, r)?);
@@ -259,7 +262,7 @@ fn task_cost(r: &lean::Rec, rank: usize, ctx: &Ctx, keys: &mut Interner) -> Resu
             }
             let tag = r.uint(lean::COMM_TAG)?.unwrap_or(0);
             let size = r.uint(lean::COMM_SIZE)?.unwrap_or(0);
-            t.ns = p2p_ns(ctx.net, rank as u64, peer, size);
+            t.ns = fit_ns(p2p_ns(ctx.net, rank as u64, peer, size).into(), "message")?;
             t.kind = if send {
                 Kind::Send(peer as u32, tag)
             } else {
@@ -274,7 +277,7 @@ fn task_cost(r: &lean::Rec, rank: usize, ctx: &Ctx, keys: &mut Interner) -> Resu
 /// Roofline (or recorded) time of a compute node, ns.
 fn comp_ns(r: &lean::Rec, sys: &AstraSystem) -> Result<u64> {
     if !sys.roofline {
-        return Ok(r.duration_micros.saturating_mul(1000));
+        return fit_ns(u128::from(r.duration_micros) * 1000, "duration_micros");
     }
     let ops = r.uint(lean::NUM_OPS)?.unwrap_or(0) as f64;
     let bytes = r.uint(lean::TENSOR_SIZE)?.unwrap_or(0) as f64;
@@ -289,7 +292,30 @@ fn comp_ns(r: &lean::Rec, sys: &AstraSystem) -> Result<u64> {
         ));
     }
     let perf = (sys.local_mem_bw_gbps * 1e9 * ops / bytes).min(peak);
-    Ok((1e9 * ops / perf).floor() as u64)
+    float_ns((1e9 * ops / perf).floor(), "compute (roofline)")
+}
+
+/// A duration computed in floating point as whole ns, refused beyond [`MAX_NS`] (or when
+/// not finite) rather than saturated.
+pub fn float_ns(ns: f64, what: &str) -> Result<u64> {
+    if ns.is_nan() || ns > MAX_NS as f64 {
+        return fit_ns(u128::MAX, what);
+    }
+    Ok(ns as u64)
+}
+
+/// The workload's finish time is at most the sum of every task's duration (some task runs
+/// at every instant until the end), so bounding that sum keeps the critical path from
+/// wrapping its u64 clock.
+pub fn check_total(npus: &[Npu], colls: &[CollInfo]) -> Result<()> {
+    let mut sum: u128 = 0;
+    for t in npus.iter().flat_map(|n| &n.tasks) {
+        sum += u128::from(match t.kind {
+            Kind::Coll(c) => colls[c as usize].ns,
+            _ => t.ns,
+        });
+    }
+    fit_ns(sum, "workload (sum of every task's duration)").map(|_| ())
 }
 
 /// Message time between two ranks: T_h(m) in the first dimension where they differ.

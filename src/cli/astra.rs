@@ -143,10 +143,7 @@ pub struct ExportAstraArgs {
 }
 
 fn read_text(path: &Path) -> Result<String> {
-    std::fs::read_to_string(path).map_err(|source| Error::Io {
-        path: path.to_path_buf(),
-        source,
-    })
+    crate::limits::read_text(path)
 }
 
 fn parse_size(s: &str) -> Result<u64> {

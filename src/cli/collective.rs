@@ -139,7 +139,14 @@ fn parse_schedule(s: &str) -> Result<Schedule> {
 /// "1GB" → `[1e9]`; "1KiB..1GiB" → 1 KiB, 2 KiB, …, 1 GiB (doubling, nccl-tests `-f 2`).
 pub fn parse_sizes(s: &str) -> Result<Vec<Bytes>> {
     let Some((a, b)) = s.split_once("..") else {
-        return Ok(vec![parse_bytes("--size", s)?]);
+        let size = parse_bytes("--size", s)?;
+        if size.get() == 0.0 {
+            return Err(Error::input(
+                "--size",
+                format!("'{s}' is zero; a collective moves at least 1 byte, e.g. '64MiB'"),
+            ));
+        }
+        return Ok(vec![size]);
     };
     let (a, b) = (parse_bytes("--size", a)?, parse_bytes("--size", b)?);
     if a.get() <= 0.0 || b < a {
@@ -191,10 +198,7 @@ struct NetworkSection {
 /// Reads `[[network.dims]]` from a TOML file; errors carry the path (and toml's own line,
 /// column and snippet).
 pub fn read_network(path: &Path) -> Result<Topology> {
-    let text = std::fs::read_to_string(path).map_err(|source| Error::Io {
-        path: path.to_path_buf(),
-        source,
-    })?;
+    let text = crate::limits::read_text(path)?;
     let file: NetworkFile = toml::from_str(&text).map_err(|e| Error::File {
         path: path.to_path_buf(),
         message: e.to_string().trim_end().to_string(),
@@ -215,18 +219,23 @@ fn summary(op: Collective, npus: u64, results: &[(Bytes, CollectiveTime)]) -> Re
     .iter()
     .map(|(k, h)| (k.to_string(), h.to_string()))
     .collect();
-    // Phase columns only when every size runs the same phases (under the NCCL schedule a
-    // size may run as one ring across all ranks and another as hierarchical phases).
-    let layout = |t: &CollectiveTime| -> Vec<(Collective, usize)> {
-        t.phases().iter().map(|p| (p.op, p.dim)).collect()
+    // Sizes may run different phase lists (Themis orders dimensions per size): one
+    // column per phase position, named after the phase when every size agrees on it.
+    let width = results
+        .iter()
+        .map(|(_, t)| t.phases().len())
+        .max()
+        .unwrap_or(0);
+    let same = |i: usize| {
+        let key = |t: &CollectiveTime| t.phases().get(i).map(|p| (p.op, p.dim));
+        results.iter().all(|(_, t)| key(t) == key(first))
     };
-    let uniform = results.iter().all(|(_, t)| layout(t) == layout(first));
-    let shown = if uniform { first.phases() } else { &[] };
-    for (i, ph) in shown.iter().enumerate() {
-        cols.push((
-            format!("phase{}_time_s", i + 1),
-            format!("{} d{}", short(ph.op), ph.dim),
-        ));
+    for i in 0..width {
+        let header = match first.phases().get(i).filter(|_| same(i)) {
+            Some(ph) => format!("{} d{}", short(ph.op), ph.dim),
+            None => format!("phase {}", i + 1),
+        };
+        cols.push((format!("phase{}_time_s", i + 1), header));
     }
     let refs: Vec<(&str, &str)> = cols.iter().map(|(k, h)| (k.as_str(), h.as_str())).collect();
     let mut table = Table::new(op.name(), &refs);
@@ -239,9 +248,8 @@ fn summary(op: Collective, npus: u64, results: &[(Bytes, CollectiveTime)]) -> Re
             Cell::q(bus, bus.get()),
             Cell::text(algorithms(t)),
         ];
-        if uniform {
-            row.extend(t.phases().iter().map(|p| Cell::q(p.time(), p.time().get())));
-        }
+        row.extend(t.phases().iter().map(|p| Cell::q(p.time(), p.time().get())));
+        row.resize_with(5 + width, || Cell::Empty);
         table.push(row)?;
     }
     Ok(table)
@@ -380,7 +388,19 @@ pub fn system_topology(name: &str, nodes: Option<u32>) -> Result<Topology> {
     };
     let mut dims = topo.dims().to_vec();
     if let Some(last) = dims.last_mut() {
+        // A preset is never grown silently: its file states how many nodes it has.
+        let have = last.size;
         last.size = n;
+        if n > have {
+            let grown = Topology::new(dims.clone()).map_or(String::new(), |t| t.to_string());
+            return Err(Error::input(
+                "--nodes",
+                format!(
+                    "{n} is more than system '{name}' has ({have}); to model more, give the \
+                     network itself: --topology '{grown}'"
+                ),
+            ));
+        }
         *last = last.validated("--nodes")?;
     }
     Topology::new(dims)

@@ -58,10 +58,7 @@ pub fn run(a: &EstimateArgs) -> Result<Report> {
 pub fn scenario(a: &EstimateArgs) -> Result<(estimate::scenario::Scenario, PlanSpec, Option<f64>)> {
     let (mut spec, base) = match &a.scenario {
         Some(path) => {
-            let text = std::fs::read_to_string(path).map_err(|source| Error::Io {
-                path: path.clone(),
-                source,
-            })?;
+            let text = crate::limits::read_text(path)?;
             let s: ScenarioSpec = catalog::parse_toml(&text, path)?;
             (s, path.parent().unwrap_or(Path::new(".")).to_path_buf())
         }

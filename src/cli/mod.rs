@@ -60,6 +60,9 @@ pub struct OutputArgs {
     /// Write the output to FILE instead of standard output.
     #[arg(short = 'o', long = "output", value_name = "FILE", global = true)]
     pub output: Option<PathBuf>,
+    /// Leave out wall times and rates, so identical runs give byte-identical output.
+    #[arg(long, global = true)]
+    pub no_timing: bool,
 }
 
 /// Runs a parsed command line and returns what to print.

@@ -143,10 +143,7 @@ pub const DEFAULT_MAX_CONFIGS: u64 = 200_000_000;
 pub fn run(args: &SweepArgs) -> Result<Report> {
     let f = match &args.scenario {
         Some(p) => {
-            let text = std::fs::read_to_string(p).map_err(|source| Error::Io {
-                path: p.clone(),
-                source,
-            })?;
+            let text = crate::limits::read_text(p)?;
             catalog::parse_toml::<SweepFile>(&text, p)?
         }
         None => SweepFile::default(),
@@ -180,20 +177,31 @@ pub fn run(args: &SweepArgs) -> Result<Report> {
             .unwrap_or("time,memory"),
     )?;
     let top = args.top.or(f.top).unwrap_or(10);
-    let grid = Grid::build(&model, &system, global_batch, axes)?;
+    if top == 0 {
+        return Err(Error::input("--top", "must be at least 1 plan"));
+    }
+    if global_batch == 0 {
+        return Err(Error::input(
+            "--global-batch",
+            "must be at least 1 sequence, e.g. 1536",
+        ));
+    }
+    check_outputs(args)?;
     let limit = args
         .max_configs
         .or(f.max_configs)
         .unwrap_or(DEFAULT_MAX_CONFIGS);
-    if grid.total > limit {
+    // Counted before anything is built, so an exploding grid is refused at once.
+    let total = grid::count_configs(&model, &axes);
+    if total > limit {
         return Err(Error::input(
             "--max-configs",
             format!(
-                "the grid has {} configurations, more than the limit {limit}; pin some axes or pass --max-configs {}",
-                grid.total, grid.total
+                "the grid has {total} configurations, more than the limit {limit}; pin some axes or pass --max-configs {total}"
             ),
         ));
     }
+    let grid = Grid::build(&model, &system, global_batch, axes)?;
     let opts = SearchOptions {
         sort,
         pareto,
@@ -222,7 +230,7 @@ pub fn run(args: &SweepArgs) -> Result<Report> {
         .or(f.bandwidth_budget.as_deref())
         .map(|b| parse_bandwidth("--bandwidth-budget", b))
         .transpose()?;
-    let mut rep = report::build(&model, &grid, &opts, &result, budget)?;
+    let mut rep = report::build(&model, &grid, &opts, &result, budget, !args.out.no_timing)?;
     if grid.structural.is_empty() && grid.axes.networks.is_empty() {
         let g = grid.axes.gpus.iter().copied().max().unwrap_or(1);
         let near = grid::nearest_valid_gpus(&model, &system, global_batch, &grid.axes, g);
@@ -296,6 +304,13 @@ fn build_axes(a: &SweepArgs, f: &SweepFile, system: &crate::system::System) -> R
         ax.gpus = vec![ax.networks[0].1.npus() as u32];
     }
     check_nonempty(&ax)?;
+    check_counts(&[
+        ("--gpus", &ax.gpus),
+        ("--tp", &ax.tp),
+        ("--pp", &ax.pp),
+        ("--ep", &ax.ep),
+        ("--micro-batch", &ax.micro_batch),
+    ])?;
     Ok(ax)
 }
 
@@ -323,6 +338,31 @@ fn extra_axes(a: &SweepArgs, fa: &file::AxesFile, ax: &mut Axes) -> Result<()> {
             .iter()
             .map(|s| file::parse_precision(s))
             .collect::<Result<_>>()?;
+    }
+    Ok(())
+}
+
+/// `--all`, `--plot` and `-o` must name different files, or one would overwrite another.
+fn check_outputs(args: &SweepArgs) -> Result<()> {
+    let outs = [
+        ("--all", args.all.as_deref()),
+        ("--plot", args.plot.as_deref()),
+        ("--output", args.out.output.as_deref()),
+    ];
+    for (i, (fa, a)) in outs.iter().enumerate() {
+        for (fb, b) in &outs[i + 1..] {
+            if let (Some(a), Some(b)) = (a, b)
+                && same_file(a, b)
+            {
+                return Err(Error::input(
+                    *fb,
+                    format!(
+                        "'{}' is also given to {fa}; one would overwrite the other, give two files",
+                        b.display()
+                    ),
+                ));
+            }
+        }
     }
     Ok(())
 }
@@ -375,6 +415,32 @@ fn hardware(a: &SweepArgs) -> Result<crate::sweep::hardware::HardwareAxes> {
             .collect::<Result<_>>()?,
         gpus_per_node: a.hw_gpus_per_node.clone(),
     })
+}
+
+/// Whether two paths name the same file (the same text, or the same file once resolved).
+fn same_file(a: &std::path::Path, b: &std::path::Path) -> bool {
+    if a == b {
+        return true;
+    }
+    let resolve = |p: &std::path::Path| {
+        let dir = p.parent().filter(|d| !d.as_os_str().is_empty());
+        let dir = std::fs::canonicalize(dir.unwrap_or(std::path::Path::new("."))).ok()?;
+        Some(dir.join(p.file_name()?))
+    };
+    matches!((resolve(a), resolve(b)), (Some(x), Some(y)) if x == y)
+}
+
+/// Degrees, device counts and micro-batch sizes are whole numbers ≥ 1.
+fn check_counts(flags: &[(&str, &[u32])]) -> Result<()> {
+    for (flag, v) in flags {
+        if v.contains(&0) {
+            return Err(Error::input(
+                *flag,
+                "0 is not allowed; every value must be a whole number ≥ 1",
+            ));
+        }
+    }
+    Ok(())
 }
 
 fn pick<T: Clone>(flag: &[T], file: &Option<Vec<T>>) -> Option<Vec<T>> {

@@ -186,8 +186,36 @@ impl Scenario {
 
 /// Deserialises one section, naming it in the error.
 fn typed<T: serde::de::DeserializeOwned>(what: &str, v: Value) -> Result<T> {
-    v.try_into()
-        .map_err(|e: toml::de::Error| Error::input(what, e.message().trim().to_string()))
+    let text = match &v {
+        Value::Table(t) => toml::to_string(t).ok(),
+        _ => None,
+    };
+    v.try_into().map_err(|e: toml::de::Error| {
+        let msg = e.message().trim().to_string();
+        match text.as_deref().and_then(key_of_error::<T>) {
+            Some(key) => Error::input(format!("{what}: {key}"), msg),
+            None => Error::input(what, msg),
+        }
+    })
+}
+
+/// The dotted key a type error is about: the merged table is written back as TOML and
+/// parsed again, and toml's span of the error points at the offending `key = value`
+/// line (under its `[section]` header, if any).
+fn key_of_error<T: serde::de::DeserializeOwned>(text: &str) -> Option<String> {
+    let span = toml::from_str::<T>(text).err()?.span()?;
+    let start = text[..span.start.min(text.len())]
+        .rfind('\n')
+        .map_or(0, |i| i + 1);
+    let (key, _) = text[start..].split_once('=')?;
+    let section = text[..start]
+        .lines()
+        .rev()
+        .find_map(|l| l.trim().strip_prefix('[')?.strip_suffix(']'));
+    Some(match section {
+        Some(s) => format!("{}.{}", s.trim_matches(['[', ']']), key.trim()),
+        None => key.trim().to_string(),
+    })
 }
 
 /// Resolves one preset value: a name or path becomes the preset's table; a table with

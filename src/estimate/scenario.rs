@@ -63,10 +63,7 @@ fn resolve(name: &str, base: &Path) -> String {
 impl Scenario {
     /// Reads and validates a scenario file.
     pub fn load(path: &Path) -> Result<Scenario> {
-        let text = std::fs::read_to_string(path).map_err(|source| crate::Error::Io {
-            path: path.to_path_buf(),
-            source,
-        })?;
+        let text = crate::limits::read_text(path)?;
         let spec: ScenarioSpec = catalog::parse_toml(&text, path)?;
         Scenario::from_spec(&spec, path.parent().unwrap_or(Path::new(".")))
             .map_err(|e| e.context(path.display()))

@@ -118,9 +118,33 @@ impl Table {
                 self.columns.len()
             )));
         }
+        let mut row = row;
+        for (cell, col) in row.iter_mut().zip(&self.columns) {
+            finite(cell, &self.title, &col.key)?;
+        }
         self.rows.push(row);
         Ok(())
     }
+}
+
+/// The last guard against printing NaN, ∞ or −0: a non-finite number means the inputs
+/// were beyond what the model can compute (an input error, exit 2); −0 prints as 0.
+fn finite(cell: &mut Cell, table: &str, key: &str) -> Result<()> {
+    if let Cell::Value { human, si } = cell {
+        if !si.is_finite() {
+            return Err(Error::Unsupported(format!(
+                "'{key}' in table '{table}' is {si}: the inputs are beyond the range the model \
+                 can compute; use smaller sizes or latencies, or larger rates"
+            )));
+        }
+        if *si == 0.0 && si.is_sign_negative() {
+            *si = 0.0;
+            if let Some(rest) = human.strip_prefix('-') {
+                *human = rest.to_string();
+            }
+        }
+    }
+    Ok(())
 }
 
 /// What a command prints.

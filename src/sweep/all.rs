@@ -47,7 +47,7 @@ pub struct Writer {
     json: bool,
     csv: Option<csv::Writer<BufWriter<File>>>,
     raw: Option<BufWriter<File>>,
-    err: Option<String>,
+    err: Option<Error>,
 }
 
 impl Writer {
@@ -72,16 +72,28 @@ impl Writer {
             w.raw = Some(BufWriter::new(f));
         } else {
             let mut c = csv::Writer::from_writer(BufWriter::new(f));
-            c.write_record(HEADER).map_err(|e| w.fail(e))?;
+            c.write_record(HEADER).map_err(|e| w.csv_fail(e))?;
             w.csv = Some(c);
         }
         Ok(w)
     }
 
-    fn fail(&self, e: impl std::fmt::Display) -> Error {
-        Error::File {
+    /// An I/O error keeps its kind, so a closed pipe can be told apart (success).
+    fn io_fail(&self, source: std::io::Error) -> Error {
+        Error::Io {
             path: self.path.clone(),
-            message: e.to_string(),
+            source,
+        }
+    }
+
+    fn csv_fail(&self, e: csv::Error) -> Error {
+        let message = e.to_string();
+        match e.into_kind() {
+            csv::ErrorKind::Io(io) => self.io_fail(io),
+            _ => Error::File {
+                path: self.path.clone(),
+                message,
+            },
         }
     }
 
@@ -121,29 +133,27 @@ impl Writer {
                 .zip(rec)
                 .map(|(k, v)| (k.to_string(), json_value(&v)))
                 .collect();
-            self.raw.as_mut().map(|w| {
-                writeln!(w, "{}", serde_json::Value::Object(obj)).map_err(|e| e.to_string())
-            })
+            let r = (self.raw.as_mut()).map(|w| writeln!(w, "{}", serde_json::Value::Object(obj)));
+            r.and_then(|r| r.err()).map(|e| self.io_fail(e))
         } else {
-            self.csv
-                .as_mut()
-                .map(|w| w.write_record(&rec).map_err(|e| e.to_string()))
+            let r = (self.csv.as_mut()).map(|w| w.write_record(&rec));
+            r.and_then(|r| r.err()).map(|e| self.csv_fail(e))
         };
-        if let Some(Err(e)) = res {
-            self.err = Some(e);
+        if res.is_some() {
+            self.err = res;
         }
     }
 
     /// Flushes the file and reports the first write error, if any.
     pub fn finish(mut self) -> Result<()> {
         if let Some(e) = self.err.take() {
-            return Err(self.fail(e));
+            return Err(e);
         }
         if let Some(mut c) = self.csv.take() {
-            c.flush().map_err(|e| self.fail(e))?;
+            c.flush().map_err(|e| self.io_fail(e))?;
         }
         if let Some(mut r) = self.raw.take() {
-            r.flush().map_err(|e| self.fail(e))?;
+            r.flush().map_err(|e| self.io_fail(e))?;
         }
         Ok(())
     }

@@ -118,9 +118,70 @@ impl Axes {
     }
 }
 
-/// Every divisor of `n`, ascending.
+/// Every divisor of `n`, ascending (trial division up to √n).
 pub fn divisors(n: u32) -> Vec<u32> {
-    (1..=n).filter(|d| n.is_multiple_of(*d)).collect()
+    let mut small = Vec::new();
+    let mut large = Vec::new();
+    let mut d = 1u32;
+    while u64::from(d) * u64::from(d) <= u64::from(n) {
+        if n.is_multiple_of(d) {
+            small.push(d);
+            if d != n / d {
+                large.push(n / d);
+            }
+        }
+        d += 1;
+    }
+    small.extend(large.into_iter().rev());
+    small
+}
+
+/// The tp, pp and ep lists for `g` devices (empty axes take their defaults: every divisor,
+/// or 1 for models without transformer layers; ep: every divisor for MoE models) and
+/// whether tp or pp was given explicitly.
+fn degree_lists(model: &Model, axes: &Axes, g: u32) -> (Vec<u32>, Vec<u32>, Vec<u32>, bool) {
+    let all = divisors(g);
+    // Models without transformer layers (DLRM, layered CNNs) run data parallel
+    // only: their default tp and pp lists are [1].
+    let dp_only = model.transformer().is_none();
+    let pick = |v: &Vec<u32>| match (v.is_empty(), dp_only) {
+        (false, _) => v.clone(),
+        (true, true) => vec![1],
+        (true, false) => all.clone(),
+    };
+    let eps = if !axes.ep.is_empty() {
+        axes.ep.clone()
+    } else if model.transformer().is_some_and(|t| t.experts > 1) {
+        all.clone()
+    } else {
+        vec![1]
+    };
+    let explicit = !axes.tp.is_empty() || !axes.pp.is_empty();
+    (pick(&axes.tp), pick(&axes.pp), eps, explicit)
+}
+
+/// Number of configurations [`Grid::build`] would lay out, counted without building
+/// anything (no plan is validated), so a size limit can be checked before the work.
+pub fn count_configs(model: &Model, axes: &Axes) -> u64 {
+    let seqs = axes.seq_len.len().max(1) as u128;
+    let per_plan = u128::from(axes.knob_count())
+        * axes.micro_batch.len() as u128
+        * axes.schedules.len() as u128
+        * axes.cp.len().max(1) as u128
+        * seqs
+        * axes.precision.len().max(1) as u128;
+    let systems = axes.networks.len().max(1) as u128 * axes.hardware.count().max(1) as u128;
+    let mut total: u128 = 0;
+    for &g in &axes.gpus {
+        let (tps, pps, eps, explicit) = degree_lists(model, axes, g);
+        let pairs = tps
+            .iter()
+            .flat_map(|&tp| pps.iter().map(move |&pp| (tp, pp)))
+            .filter(|&(tp, pp)| explicit || g.is_multiple_of(tp.saturating_mul(pp)))
+            .count() as u128;
+        total = total.saturating_add(systems * pairs * eps.len() as u128 * per_plan);
+    }
+    u64::try_from(total).unwrap_or(u64::MAX)
 }
 
 /// One valid structural plan and the index of the system it runs on.
@@ -199,29 +260,13 @@ impl Grid {
         let mut total = 0u64;
         for (si, (_, sys)) in systems.iter().enumerate() {
             let g = sys.gpus() as u32;
-            let all = divisors(g);
-            // Models without transformer layers (DLRM, layered CNNs) run data parallel
-            // only: their default tp and pp lists are [1].
-            let dp_only = model.transformer().is_none();
-            let pick = |v: &Vec<u32>| match (v.is_empty(), dp_only) {
-                (false, _) => v.clone(),
-                (true, true) => vec![1],
-                (true, false) => all.clone(),
-            };
-            let eps = if !axes.ep.is_empty() {
-                axes.ep.clone()
-            } else if model.transformer().is_some_and(|t| t.experts > 1) {
-                all.clone()
-            } else {
-                vec![1]
-            };
-            let explicit = !axes.tp.is_empty() || !axes.pp.is_empty();
+            let (tps, pps, eps, explicit) = degree_lists(model, &axes, g);
             let extras = extras(&axes);
-            for &tp in &pick(&axes.tp) {
-                for &pp in &pick(&axes.pp) {
+            for &tp in &tps {
+                for &pp in &pps {
                     // Only factorisations dp·tp·pp = gpus belong to the default grid;
                     // explicit lists that do not factorise are counted as invalid.
-                    if !explicit && !g.is_multiple_of(tp * pp) {
+                    if !explicit && !g.is_multiple_of(tp.saturating_mul(pp)) {
                         continue;
                     }
                     for (&ep, x) in eps.iter().flat_map(|e| extras.iter().map(move |x| (e, x))) {
@@ -356,8 +401,12 @@ fn canonical_light_recompute(list: &[Recompute], r: Recompute) -> Recompute {
         .unwrap_or(r)
 }
 
-/// The largest device count below `gpus` (down to half of it) for which at least one
-/// structural plan is valid, to suggest when none is valid at `gpus` itself.
+/// Device counts [`nearest_valid_gpus`] tries at most, so the hint stays instant.
+const NEAREST_TRIES: usize = 64;
+
+/// The largest device count below `gpus` (down to half of it, at most 64 counts tried)
+/// for which at least one structural plan is valid, to suggest when none is valid at
+/// `gpus` itself.
 pub fn nearest_valid_gpus(
     model: &Model,
     base: &System,
@@ -367,7 +416,7 @@ pub fn nearest_valid_gpus(
 ) -> Option<u32> {
     let mut a = axes.clone();
     a.networks.clear();
-    (gpus / 2..gpus).rev().find(|&g| {
+    (gpus / 2..gpus).rev().take(NEAREST_TRIES).find(|&g| {
         a.gpus = vec![g];
         base.with_gpus(g).is_ok()
             && Grid::build(model, base, global_batch, a.clone())
@@ -409,6 +458,9 @@ mod tests {
     fn divisors_of_512_and_96() {
         assert_eq!(divisors(512), vec![1, 2, 4, 8, 16, 32, 64, 128, 256, 512]);
         assert_eq!(divisors(96).len(), 12); // 96 = 2^5·3 → (5+1)(1+1)
+        assert_eq!(divisors(36), vec![1, 2, 3, 4, 6, 9, 12, 18, 36]);
+        assert_eq!(divisors(1), vec![1]);
+        assert_eq!(divisors(4_294_967_291).len(), 2); // the largest 32-bit prime
     }
 
     #[test]

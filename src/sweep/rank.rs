@@ -53,7 +53,8 @@ impl<T> TopK<T> {
     pub fn new(k: usize) -> Self {
         TopK {
             k,
-            heap: BinaryHeap::with_capacity(k + 1),
+            // Grown as entries arrive: k may be far larger than what the grid holds.
+            heap: BinaryHeap::with_capacity(k.saturating_add(1).min(1024)),
         }
     }
 

@@ -12,28 +12,41 @@ use crate::model::Model;
 use crate::report::{Cell, Report, Table};
 use crate::units::{Bandwidth, Bytes, Seconds};
 
-/// The whole sweep report.
+/// The whole sweep report; `timing` false leaves out the wall time and the rate (the only
+/// parts that differ between identical runs).
 pub fn build(
     model: &Model,
     grid: &Grid,
     opts: &SearchOptions,
     r: &SearchResult,
     budget: Option<Bandwidth>,
+    timing: bool,
 ) -> Result<Report> {
     let mut rep = Report::default();
-    rep.tables.push(summary(r)?);
+    rep.tables.push(summary(r, timing)?);
     rep.tables
         .push(plans("top", grid, r.run.top.iter().map(|e| &e.item))?);
     rep.tables
         .push(plans("pareto", grid, r.run.pareto.iter().map(|p| &p.item))?);
     rep.tables.push(drops(r)?);
+    let speed = if timing {
+        format!(
+            " in {:.3} s: {:.0} estimates/s ({})",
+            r.run.elapsed_s,
+            r.rate(),
+            if opts.run.parallel {
+                format!("{} threads", rayon::current_num_threads())
+            } else {
+                "1 thread".into()
+            }
+        )
+    } else {
+        String::new()
+    };
     rep.notes.push(format!(
-        "{} configurations in the grid, {} full estimates in {:.3} s: {:.0} estimates/s ({}); ranked by {}, Pareto front of {} vs {}",
+        "{} configurations in the grid, {} full estimates{speed}; ranked by {}, Pareto front of {} vs {}",
         r.total,
         r.estimates,
-        r.run.elapsed_s,
-        r.rate(),
-        if opts.run.parallel { format!("{} threads", rayon::current_num_threads()) } else { "1 thread".into() },
         opts.sort.name(),
         opts.pareto.0.name(),
         opts.pareto.1.name(),
@@ -49,7 +62,7 @@ pub fn build(
     Ok(rep)
 }
 
-fn summary(r: &SearchResult) -> Result<Table> {
+fn summary(r: &SearchResult, timing: bool) -> Result<Table> {
     let mut t = Table::new("summary", &[("metric", "metric"), ("value", "value")]);
     let dropped: u64 = r.drops.iter().map(|d| d.count).sum();
     t.push(vec![
@@ -62,6 +75,9 @@ fn summary(r: &SearchResult) -> Result<Table> {
         Cell::text("full estimates computed"),
         Cell::int(r.estimates),
     ])?;
+    if !timing {
+        return Ok(t);
+    }
     t.push(vec![
         Cell::text("wall time"),
         Cell::q(Seconds::new(r.run.elapsed_s), r.run.elapsed_s),

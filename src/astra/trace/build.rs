@@ -24,6 +24,12 @@ pub(super) struct Interner {
 pub(super) fn intern(keys: &mut Interner, r: &lean::Rec) -> Result<u32> {
     let op = coll_op(r)?;
     let size = r.uint(lean::COMM_SIZE)?.unwrap_or(0);
+    if size == 0 {
+        return Err(Error::input(
+            "comm_size",
+            "is missing or 0 bytes; ASTRA-sim cannot complete a zero-byte collective",
+        ));
+    }
     let group = r.pg_name.as_deref().unwrap_or("");
     let inv = r.involved_dim.as_deref().unwrap_or(&[]);
     if keys.keys.len() < 64 {
@@ -74,22 +80,33 @@ enum Positions {
 }
 
 impl Positions {
-    fn new(f: &lean::Recs) -> Positions {
+    /// The table, or an error when two nodes share an id (a file concatenated with
+    /// itself, a broken generator): dependencies on that id would be ambiguous.
+    fn new(f: &lean::Recs, rank: usize) -> Result<Positions> {
+        let dup = |id: u64| {
+            Error::input(
+                format!("rank {rank} node {id}"),
+                "the node id appears twice in the trace; Chakra node ids are unique per file",
+            )
+        };
         let max = f.recs.iter().map(|r| r.id).max().unwrap_or(0);
         if max < 4 * f.recs.len() as u64 + 1024 {
             let mut v = vec![u32::MAX; max as usize + 1];
             for (i, r) in f.recs.iter().enumerate() {
+                if v[r.id as usize] != u32::MAX {
+                    return Err(dup(r.id));
+                }
                 v[r.id as usize] = i as u32;
             }
-            Positions::Dense(v)
+            Ok(Positions::Dense(v))
         } else {
-            Positions::Sparse(
-                f.recs
-                    .iter()
-                    .enumerate()
-                    .map(|(i, r)| (r.id, i as u32))
-                    .collect(),
-            )
+            let mut m = HashMap::with_capacity(f.recs.len());
+            for (i, r) in f.recs.iter().enumerate() {
+                if m.insert(r.id, i as u32).is_some() {
+                    return Err(dup(r.id));
+                }
+            }
+            Ok(Positions::Sparse(m))
         }
     }
     fn get(&self, id: u64) -> Option<u32> {
@@ -102,7 +119,7 @@ impl Positions {
 
 /// Successor lists (CSR) built by counting: out-degrees, prefix sums, then a fill pass.
 pub(super) fn link(f: &lean::Recs, mut tasks: Vec<Task>, rank: usize) -> Result<Npu> {
-    let pos = Positions::new(f);
+    let pos = Positions::new(f, rank)?;
     let mut succ_start = vec![0u32; tasks.len() + 1];
     let mut parents = Vec::with_capacity(f.deps.len());
     for (i, r) in f.recs.iter().enumerate() {

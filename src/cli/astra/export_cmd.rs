@@ -17,10 +17,7 @@ use std::path::{Path, PathBuf};
 fn scenario(a: &super::ExportAstraArgs) -> Result<Option<Scenario>> {
     let (mut spec, base) = match (&a.scenario, &a.model) {
         (Some(path), _) => {
-            let text = std::fs::read_to_string(path).map_err(|source| Error::Io {
-                path: path.clone(),
-                source,
-            })?;
+            let text = crate::limits::read_text(path)?;
             let s: ScenarioSpec = crate::catalog::parse_toml(&text, path)?;
             (s, path.parent().unwrap_or(Path::new(".")).to_path_buf())
         }

@@ -1,0 +1,81 @@
+//! Helpers shared by the regression tests: run the binary, expect a usage error or a
+//! clean success (no NaN, infinity or −0 printed), scratch directories.
+#![allow(dead_code)] // each test binary uses its own subset
+
+use assert_cmd::Command;
+use predicates::prelude::*;
+use predicates::str::contains;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+pub fn bin() -> Command {
+    Command::cargo_bin("astrolabe").unwrap()
+}
+
+pub fn tmp(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("astrolabe_reg_{name}_{}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+pub const SWEEP: [&str; 9] = [
+    "sweep",
+    "--model",
+    "megatron-2021-1.7b",
+    "--system",
+    "dgx-a100",
+    "--gpus",
+    "8",
+    "--global-batch",
+    "16",
+];
+
+/// Runs the binary and expects a usage error (exit 2) whose message contains `what`.
+#[track_caller]
+pub fn usage_error(args: &[&str], what: &str) {
+    bin()
+        .args(args)
+        .assert()
+        .code(2)
+        .stderr(contains(what))
+        .stdout(contains("NaN").not());
+}
+
+/// `collective all-reduce --size SIZE --topology TOPOLOGY`.
+pub fn all_reduce_on<'a>(size: &'a str, topology: &'a str) -> [&'a str; 6] {
+    [
+        "collective",
+        "all-reduce",
+        "--size",
+        size,
+        "--topology",
+        topology,
+    ]
+}
+
+/// The old code took 10–25 s on these inputs; the guards answer in milliseconds.
+#[track_caller]
+pub fn assert_quick(start: Instant) {
+    assert!(
+        start.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        start.elapsed()
+    );
+}
+
+/// Runs the binary and returns stdout, asserting success and no NaN/inf/-0 printed.
+#[track_caller]
+pub fn ok(args: &[&str]) -> String {
+    let out = bin()
+        .args(args)
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let s = String::from_utf8(out).unwrap();
+    for bad in ["NaN", "inf ", "inf\n", "-0 "] {
+        assert!(!s.contains(bad), "{args:?} printed '{bad}':\n{s}");
+    }
+    s
+}
