@@ -370,7 +370,7 @@ impl Plan {
             return Err(bad("global_batch", "must be ≥ 1 sequence".into()));
         }
         if let Some(b) = s.dp_bucket
-            && !(b.get() > 0.0)
+            && (b.get().is_nan() || b.get() <= 0.0)
         {
             return Err(bad("dp_bucket", "must be > 0 bytes, e.g. \"25MB\"".into()));
         }
