@@ -1,6 +1,7 @@
-//! `astrolabe estimate`: flags and execution. Flags build a [`PlanSpec`]; with
-//! `--scenario` the file's model, system and plan are the base and flags given on the
-//! command line override them.
+//! `astrolabe estimate`: flags and execution. Flags build a [`PlanSpec`] over today's
+//! practice ([`PlanSpec::practice`]); with `--scenario` the file's model, system and plan
+//! are the base and flags given on the command line override them. The output names the
+//! defaults used; a plan that does not fit exits 3 after printing.
 
 use super::OutputArgs;
 use super::plan_flags::PlanFlags;
@@ -41,6 +42,7 @@ pub struct EstimateArgs {
 
 /// Runs `astrolabe estimate`.
 pub fn run(a: &EstimateArgs) -> Result<Report> {
+    let mut given = toml::Table::new();
     let (mut spec, base) = match &a.scenario {
         Some(path) => {
             let text = std::fs::read_to_string(path).map_err(|source| Error::Io {
@@ -48,6 +50,11 @@ pub fn run(a: &EstimateArgs) -> Result<Report> {
                 source,
             })?;
             let s: ScenarioSpec = catalog::parse_toml(&text, path)?;
+            if let Ok(mut t) = text.parse::<toml::Table>()
+                && let Some(toml::Value::Table(p)) = t.remove("plan")
+            {
+                given = p;
+            }
             (s, path.parent().unwrap_or(Path::new(".")).to_path_buf())
         }
         None => {
@@ -58,7 +65,7 @@ pub fn run(a: &EstimateArgs) -> Result<Report> {
                 model,
                 system,
                 tokens: None,
-                plan: PlanSpec::default(),
+                plan: PlanSpec::practice(),
             };
             (s, PathBuf::from("."))
         }
@@ -72,6 +79,15 @@ pub fn run(a: &EstimateArgs) -> Result<Report> {
         }
     }
     spec.plan = a.plan.apply(spec.plan)?;
+    if spec.plan.pp > 1 && spec.plan.global_batch.is_none() {
+        return Err(Error::input(
+            "--global-batch",
+            format!(
+                "required with pp = {}: the pipeline bubble (p-1)/(v·m) depends on the micro-batches per iteration m = global_batch / (dp·micro_batch); give the recipe's global batch in sequences (GPT-3 175B: 1536, Llama 3 70B on 64 GPUs: 128)",
+                spec.plan.pp
+            ),
+        ));
+    }
     if a.tokens.is_some() {
         spec.tokens = a.tokens.clone();
     }
@@ -88,5 +104,12 @@ pub fn run(a: &EstimateArgs) -> Result<Report> {
             Vec::new(),
         )
     };
-    report::build(&sc.model, &sc.system, &e, tokens, lines)
+    report::build(
+        &sc.model,
+        &sc.system,
+        &e,
+        tokens,
+        lines,
+        a.plan.defaults_used(&given),
+    )
 }
