@@ -198,3 +198,40 @@ fn every_documented_command_runs_and_shows_its_real_output() {
     assert!(ran >= 20, "only {ran} documented commands found");
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
 }
+
+/// The examples every `--help` ends with run too (except those that need ASTRA-sim files
+/// or redirect into the home folder).
+#[test]
+fn every_help_example_runs() {
+    use astrolabe::cli::examples as ex;
+    let dir = std::env::temp_dir().join(format!("astrolabe-help-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut ran = 0;
+    for text in [
+        ex::TOP,
+        ex::ESTIMATE,
+        ex::SWEEP,
+        ex::COLLECTIVE,
+        ex::COMPARE,
+        ex::LIST,
+        ex::SHOW,
+        ex::EXPORT,
+        ex::SCHEMA,
+        ex::MAN,
+    ] {
+        for line in text.lines().map(str::trim) {
+            if !line.starts_with("astrolabe ") || line.contains('~') || line.contains("&&") {
+                continue;
+            }
+            let out = run(line, &dir);
+            assert!(
+                out.status.success(),
+                "`{line}` exited {:?}\n{}",
+                out.status.code(),
+                String::from_utf8_lossy(&out.stderr)
+            );
+            ran += 1;
+        }
+    }
+    assert!(ran >= 15, "{ran} help examples ran");
+}

@@ -97,7 +97,7 @@ pub fn run(args: &CollectiveArgs) -> Result<Report> {
         v.notes.push(format!("plot written to {}", path.display()));
     }
     let mut tables = vec![v.table()?];
-    if v.phases.len() > 0 && v.rows.len() == 1 {
+    if !v.phases.is_empty() && v.rows.len() == 1 {
         tables.push(v.phase_table()?);
     }
     Ok(Report {

@@ -1,6 +1,6 @@
 //! The examples each `--help` ends with. Every `astrolabe` line here, except those of
-//! `astra` (which need ASTRA-sim files) and those that redirect, runs with the built-in
-//! data: tests/examples.rs runs them.
+//! `astra` (which need ASTRA-sim files) and those writing into the home folder, runs with
+//! the built-in data: tests/docs_examples.rs runs them.
 
 /// `astrolabe --help`.
 pub const TOP: &str = "Examples:
@@ -13,7 +13,7 @@ pub const TOP: &str = "Examples:
 pub const ESTIMATE: &str = "Examples:
   astrolabe estimate --model gpt3-175b --system dgx-a100 --gpus 1024 --tp 8 --pp 16 --global-batch 1536
   astrolabe estimate --model llama3-70b --system dgx-h100 --gpus 64 --tp 4 --pp 8 --virtual-stages 5 --global-batch 128 --format json
-  astrolabe estimate --model llama3-8b --system dgx-h100 --gpus 8 --flash-attention false --explain
+  astrolabe estimate --model llama3-8b --system dgx-h100 --gpus 8 --tp 4 --flash-attention false --explain
 
 Defaults follow Megatron-LM/NeMo practice (flash attention, sequence parallelism when tp > 1,
 TP overlap, distributed optimizer = ZeRO-1); the output names the ones used. A plan that does
@@ -72,4 +72,5 @@ pub const COMPLETIONS: &str = "Examples:
 
 /// `astrolabe man --help`.
 pub const MAN: &str = "Examples:
-  astrolabe man > astrolabe.1 && man ./astrolabe.1";
+  astrolabe man > astrolabe.1
+  man ./astrolabe.1";

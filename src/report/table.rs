@@ -25,6 +25,10 @@ impl Exporter for TableExporter {
             } else {
                 UTF8_FULL_CONDENSED
             });
+            if !opts.ascii {
+                // On a terminal: wrap cells to fit its width (comfy-table reads it).
+                ct.set_content_arrangement(ContentArrangement::Dynamic);
+            }
             if let Some(w) = opts.width {
                 ct.set_content_arrangement(ContentArrangement::Dynamic);
                 ct.set_width(w);

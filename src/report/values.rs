@@ -141,8 +141,11 @@ pub enum Data {
     Collective(Box<CollectiveResult>),
 }
 
+/// Generates one JSON Schema.
+pub type SchemaFn = fn() -> schemars::Schema;
+
 /// The schemas `astrolabe schema NAME` prints: (name, generator).
-pub const SCHEMAS: [(&str, fn() -> schemars::Schema); 5] = [
+pub const SCHEMAS: [(&str, SchemaFn); 5] = [
     ("estimate", || schemars::schema_for!(EstimateResult)),
     ("sweep", || schemars::schema_for!(SweepResult)),
     ("sweep-all-row", || schemars::schema_for!(SweepAllRow)),
@@ -231,8 +234,11 @@ fn flatten_map(prefix: &str, m: &Map<String, Value>, out: &mut Vec<(String, Stri
 }
 
 /// Writes records as one CSV table: the union of their columns, in first-seen order, as
-/// the header; one row per record.
+/// the header; one row per record. No records, no text (there is no header to write).
 pub fn csv_table(records: &[Value]) -> Result<String> {
+    if records.is_empty() {
+        return Ok(String::new());
+    }
     let rows: Vec<Vec<(String, String)>> = records
         .iter()
         .map(|r| {
