@@ -76,7 +76,7 @@ pub enum Command {
 /// Output flags shared by every command.
 #[derive(Debug, Clone, Default, Args)]
 pub struct OutputArgs {
-    /// Output format [default: from -o's extension (.json, .csv, .md), else table].
+    /// Output format (default: from -o's extension (.json, .csv, .md), else table).
     #[arg(long, value_enum, global = true)]
     pub format: Option<Format>,
     /// Write the output to FILE instead of standard output.

@@ -28,7 +28,7 @@ pub struct PlanFlags {
     /// Expert-parallel degree (MoE, within DP).
     #[arg(long)]
     pub ep: Option<u32>,
-    /// Sequence parallelism on the TP group [default: true; only with tp > 1].
+    /// Sequence parallelism on the TP group (default: true; only with tp > 1).
     #[arg(long, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true")]
     pub sequence_parallel: Option<bool>,
     /// Micro-batch size (sequences).
@@ -46,19 +46,19 @@ pub struct PlanFlags {
     /// Activation recomputation: none, selective, full.
     #[arg(long)]
     pub recompute: Option<String>,
-    /// ZeRO stage 0–3 (1 = distributed optimizer, 3 = FSDP) [default: 1].
+    /// ZeRO stage 0–3 (1 = distributed optimizer, 3 = FSDP) (default: 1).
     #[arg(long)]
     pub zero: Option<u8>,
     /// Same as --zero 3.
     #[arg(long)]
     pub fsdp: bool,
-    /// Overlap the DP gradient reduction with backward [default: true].
+    /// Overlap the DP gradient reduction with backward (default: true).
     #[arg(long, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true")]
     pub dp_overlap: Option<bool>,
     /// DP bucket size, e.g. 25MB.
     #[arg(long)]
     pub dp_bucket: Option<String>,
-    /// Overlap TP communication with GEMMs [default: true].
+    /// Overlap TP communication with GEMMs (default: true).
     #[arg(long, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true")]
     pub tp_overlap: Option<bool>,
     /// Matrix precision: bf16, fp16, fp8, tf32, fp32.
@@ -67,7 +67,7 @@ pub struct PlanFlags {
     /// Optimizer layout: adam (16 B/param) or adam-fp32-grads (18 B/param, Megatron-LM).
     #[arg(long)]
     pub optimizer: Option<String>,
-    /// Fused (flash) attention [default: true].
+    /// Fused (flash) attention (default: true).
     #[arg(long, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true")]
     pub flash_attention: Option<bool>,
     /// Group order on the network: tp-dp-pp or tp-pp-dp.

@@ -67,19 +67,19 @@ pub struct SweepArgs {
     /// Recomputation modes: none, selective, full.
     #[arg(long, value_delimiter = ',')]
     pub recompute: Vec<String>,
-    /// Sequence parallel values, e.g. true or true,false [default: both].
+    /// Sequence parallel values, e.g. true or true,false (default: both).
     #[arg(long, value_delimiter = ',', value_name = "BOOLS", num_args = 0..=1, default_missing_value = "true")]
     pub sequence_parallel: Vec<bool>,
-    /// DP overlap values [default: both].
+    /// DP overlap values (default: both).
     #[arg(long, value_delimiter = ',', value_name = "BOOLS", num_args = 0..=1, default_missing_value = "true")]
     pub dp_overlap: Vec<bool>,
-    /// TP overlap values [default: both].
+    /// TP overlap values (default: both).
     #[arg(long, value_delimiter = ',', value_name = "BOOLS", num_args = 0..=1, default_missing_value = "true")]
     pub tp_overlap: Vec<bool>,
     /// Group orders: tp-dp-pp, tp-pp-dp.
     #[arg(long, value_delimiter = ',')]
     pub order: Vec<String>,
-    /// Flash attention values [default: both].
+    /// Flash attention values (default: both).
     #[arg(long, value_delimiter = ',', value_name = "BOOLS", num_args = 0..=1, default_missing_value = "true")]
     pub flash_attention: Vec<bool>,
     /// A network to compare, `NAME=TOPOLOGY` (repeatable), replacing the system's network.
