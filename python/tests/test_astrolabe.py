@@ -110,3 +110,28 @@ def test_pandas_reads_every_csv_output(args, tables):
         df = pandas.read_csv(io.StringIO(text))
         assert len(df) >= 1, (args, table)
         assert not any(str(c).startswith("Unnamed") for c in df.columns)
+
+
+def _python_blocks(path):
+    lines, out, block = path.read_text().splitlines(), [], None
+    for line in lines:
+        if block is None and line.strip() == "```python":
+            block = []
+        elif block is not None and line.startswith("```"):
+            out.append("\n".join(block))
+            block = None
+        elif block is not None:
+            block.append(line)
+    return out
+
+
+@pytest.mark.parametrize("page", ["README.md", "docs/python.md"])
+def test_documented_python_examples_run(page):
+    pytest.importorskip("pandas")
+    import pathlib
+
+    root = pathlib.Path(__file__).resolve().parents[2]
+    blocks = _python_blocks(root / page)
+    assert blocks, page
+    for code in blocks:
+        exec(compile(code, page, "exec"), {})
