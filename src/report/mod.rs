@@ -192,11 +192,12 @@ impl Report {
     /// The human view with only the table `--table` names (all without it). A `--columns`
     /// key that no table has is an error, with the closest key.
     fn pick(&self, opts: &Render) -> Result<Report> {
-        let keys: Vec<&str> = self
-            .tables
-            .iter()
-            .flat_map(|t| t.columns.iter().map(|c| c.key.as_str()))
-            .collect();
+        let mut keys: Vec<&str> = Vec::new();
+        for c in self.tables.iter().flat_map(|t| &t.columns) {
+            if !keys.contains(&c.key.as_str()) {
+                keys.push(&c.key);
+            }
+        }
         if let Some(bad) = opts.columns.iter().find(|c| !keys.contains(&c.as_str())) {
             return Err(Error::unknown("column", bad, &keys).context("--columns"));
         }
