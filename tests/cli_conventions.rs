@@ -3,54 +3,10 @@
 //! unit per column, plain ASCII when piped, completions, the man page and an example in
 //! every `--help`.
 
-use assert_cmd::Command;
+mod common;
+
+use common::{GPT3, bin, json, text};
 use serde_json::Value;
-
-fn bin() -> Command {
-    Command::cargo_bin("astrolabe").expect("binary built")
-}
-
-#[track_caller]
-fn json(args: &[&str]) -> Value {
-    let out = bin()
-        .args(args)
-        .args(["--format", "json"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).expect("json")
-}
-
-#[track_caller]
-fn text(args: &[&str]) -> String {
-    let out = bin().args(args).output().unwrap();
-    assert!(
-        out.status.success(),
-        "{args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
-}
-
-const GPT3: [&str; 13] = [
-    "estimate",
-    "--model",
-    "gpt3-175b",
-    "--system",
-    "dgx-a100",
-    "--gpus",
-    "1024",
-    "--tp",
-    "8",
-    "--pp",
-    "16",
-    "--global-batch",
-    "1536",
-];
 
 #[test]
 fn output_format_follows_the_file_extension() {

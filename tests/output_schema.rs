@@ -3,55 +3,11 @@
 //! CSV table per file; exit status 3 for a plan that does not fit; the defaults of
 //! today's practice. CLI conventions are in tests/cli_conventions.rs.
 
-use assert_cmd::Command;
+mod common;
+
+use common::{GPT3, bin, json, text};
 use predicates::str::contains;
 use serde_json::Value;
-
-fn bin() -> Command {
-    Command::cargo_bin("astrolabe").expect("binary built")
-}
-
-#[track_caller]
-fn json(args: &[&str]) -> Value {
-    let out = bin()
-        .args(args)
-        .args(["--format", "json"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).expect("json")
-}
-
-#[track_caller]
-fn text(args: &[&str]) -> String {
-    let out = bin().args(args).output().unwrap();
-    assert!(
-        out.status.success(),
-        "{args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
-}
-
-const GPT3: [&str; 13] = [
-    "estimate",
-    "--model",
-    "gpt3-175b",
-    "--system",
-    "dgx-a100",
-    "--gpus",
-    "1024",
-    "--tp",
-    "8",
-    "--pp",
-    "16",
-    "--global-batch",
-    "1536",
-];
 
 /// Resolves `{"$ref": "#/$defs/X"}` against the root schema.
 fn resolve<'a>(root: &'a Value, s: &'a Value) -> &'a Value {
