@@ -90,9 +90,12 @@ pub enum Order {
     TpPpDp,
 }
 
-/// A plan as written (flags or a scenario's `[plan]` table). Unset fields take defaults.
+/// A plan as written (flags or a scenario's `[plan]` table). Unset fields of a `[plan]`
+/// table (and unset flags) take [`PlanSpec::practice`], today's Megatron-LM/NeMo settings;
+/// `PlanSpec::default()` is the bare textbook plan (every optimisation off) that formula
+/// tests start from.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
+#[serde(deny_unknown_fields, default = "PlanSpec::practice")]
 pub struct PlanSpec {
     /// Total devices (default: the whole system).
     pub gpus: Option<u32>,
@@ -211,6 +214,33 @@ impl Default for PlanSpec {
             order: Order::TpDpPp,
         }
     }
+}
+
+impl PlanSpec {
+    /// What current Megatron-LM and NeMo pre-training recipes turn on, the defaults of every
+    /// command: fused (flash) attention (Dao et al. 2022; Transformer Engine's default),
+    /// sequence parallelism with tensor parallelism (Korthikanti et al. 2022; NeMo sets
+    /// `sequence_parallel` whenever TP > 1), TP communication overlapped with GEMMs
+    /// (NeMo's `tp_comm_overlap`) and the distributed optimizer (Megatron-LM
+    /// `--use-distributed-optimizer`: optimizer states sharded over DP, i.e. ZeRO-1).
+    pub fn practice() -> PlanSpec {
+        PlanSpec {
+            sequence_parallel: true,
+            tp_overlap: true,
+            flash_attention: true,
+            zero: 1,
+            ..PlanSpec::default()
+        }
+    }
+
+    /// The settings of `practice()` that differ from `PlanSpec::default()`, as
+    /// (key, value) for "defaults used" notes.
+    pub const PRACTICE: [(&'static str, &'static str); 4] = [
+        ("flash_attention", "true"),
+        ("sequence_parallel", "true (when tp > 1)"),
+        ("tp_overlap", "true"),
+        ("zero", "1 (distributed optimizer)"),
+    ];
 }
 
 /// A validated plan. `Copy`, so sweeps can build millions of them.

@@ -28,6 +28,7 @@ pp = 2
 global_batch = 8
 micro_batch = 1
 sequence_parallel = true
+zero = 0
 "#;
 
 fn dir(name: &str) -> PathBuf {
@@ -282,6 +283,8 @@ fn astra_export_iteration_flag_form_matches_scenario() {
         "--micro-batch",
         "1",
         "--sequence-parallel",
+        "--zero",
+        "0",
     ];
     run(&flags, "b");
     for f in [

@@ -41,8 +41,9 @@ fn collective_acceptance_table() {
         ])
         .assert()
         .success()
-        .stdout(predicate::str::contains("17.51 ms"))
-        .stdout(predicate::str::contains("99.96 GB/s"))
+        .stdout(predicate::str::contains("17507.00"))
+        .stdout(predicate::str::contains("busbw (GB/s)"))
+        .stdout(predicate::str::contains("99.96"))
         .stdout(predicate::str::contains("ring"));
 }
 
@@ -63,16 +64,17 @@ fn collective_acceptance_json_carries_si_values() {
         .unwrap();
     assert!(out.status.success());
     let j: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let row = &j["tables"]["all-reduce"][0];
+    let row = &j["rows"][0];
     let t = row["time_s"].as_f64().unwrap();
     approx::assert_relative_eq!(
         t,
         2.0 * 7.0 * 500e-9 + 2.0 * 7.0 / 8.0 * 1e9 / 1e11,
         max_relative = 1e-12
     );
-    let bus = row["busbw_Bps"].as_f64().unwrap();
+    let bus = row["busbw_bytes_per_s"].as_f64().unwrap();
     approx::assert_relative_eq!(bus, 1e9 / t * 1.75, max_relative = 1e-12);
-    assert_eq!(row["size_B"].as_f64(), Some(1e9));
+    assert_eq!(row["size_bytes"].as_f64(), Some(1e9));
+    assert_eq!(row["nranks"], 8);
 }
 
 #[test]
@@ -95,7 +97,8 @@ fn collective_size_range_prints_one_row_per_power_of_two() {
     let mut lines = text.lines();
     let header = lines.next().unwrap();
     assert!(
-        header.starts_with("size_B,time_s,algbw_Bps,busbw_Bps,algorithm"),
+        header
+            .starts_with("size_bytes,nranks,time_s,algbw_bytes_per_s,busbw_bytes_per_s,algorithm"),
         "{header}"
     );
     let sizes: Vec<f64> = lines
@@ -121,7 +124,7 @@ fn collective_markdown_and_explain() {
         ])
         .assert()
         .success()
-        .stdout(predicate::str::contains("| 1 GB | 17.51 ms |"));
+        .stdout(predicate::str::contains("| 1000000000 | 8 | 17507.00 |"));
     cmd()
         .args([
             "collective",
@@ -200,7 +203,7 @@ fn collective_network_toml_file() {
         .arg(&good)
         .assert()
         .success()
-        .stdout(predicate::str::contains("17.51 ms"));
+        .stdout(predicate::str::contains("17507.00"));
     let bad = dir.join("bad.toml");
     std::fs::write(&bad, text.replace("latency", "latncy")).unwrap();
     let out = cmd()
@@ -281,11 +284,11 @@ fn collective_bad_sizes_and_networks() {
             "collective",
             "all-reduce",
             "--size",
-            "64",
+            "64x",
             "--topology",
             RING8,
         ],
-        &["--size", "no unit"],
+        &["--size", "64x"],
     );
     fails(
         &[

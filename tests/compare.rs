@@ -251,15 +251,15 @@ fn flag_form_compares_models_and_systems() {
         String::from_utf8_lossy(&out.stderr)
     );
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
-    let rows = v["tables"]["compare"].as_array().expect("compare table");
-    let total = rows
-        .iter()
-        .find(|r| r["metric"] == "iteration time [s]")
-        .expect("iteration time row");
+    let cols = v["variants"].as_array().expect("variants");
+    assert_eq!(cols.len(), 2);
     assert!(
-        total["dgx_a100"].as_f64().is_some_and(|t| t > 0.0),
-        "{total}"
+        cols[1]["iteration_time_s"]
+            .as_f64()
+            .is_some_and(|t| t > 0.0),
+        "{v}"
     );
+    assert_eq!(cols[1]["system"], "dgx-a100");
 }
 
 #[test]
@@ -342,29 +342,30 @@ fn cost_is_gpu_hours_times_the_price() {
         String::from_utf8_lossy(&out.stderr)
     );
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
-    let rows = v["tables"]["dp-vs-tp-vs-pp"].as_array().expect("table");
-    let get = |metric: &str| {
-        rows.iter()
-            .find(|r| r["metric"] == metric)
-            .unwrap_or_else(|| panic!("row {metric}"))["dp_16"]
+    let col = v["variants"]
+        .as_array()
+        .expect("variants")
+        .iter()
+        .find(|c| c["name"] == "DP 16")
+        .expect("the DP 16 column");
+    let get = |path: &[&str]| {
+        path.iter()
+            .fold(col, |v, k| &v[*k])
             .as_f64()
-            .expect("number")
+            .unwrap_or_else(|| panic!("{path:?}"))
     };
     // GPU-hours = tokens / (tokens/s) · GPUs / 3600; cost = GPU-hours · price.
-    let hours = 300e9 / get("tokens/s") * get("GPUs") / 3600.0;
+    let tps = get(&["tokens_per_s"]);
+    let hours = 300e9 / tps * get(&["plan", "gpus"]) / 3600.0;
+    approx::assert_relative_eq!(get(&["training", "gpu_hours"]), hours, max_relative = 1e-12);
     approx::assert_relative_eq!(
-        get("GPU-hours to train 300B tokens [h]"),
-        hours,
+        get(&["cost_per_billion_tokens"]),
+        2.5 * hours / 300.0,
         max_relative = 1e-12
     );
     approx::assert_relative_eq!(
-        get("cost to train 300B tokens [price units]"),
-        2.5 * hours,
-        max_relative = 1e-12
-    );
-    approx::assert_relative_eq!(
-        get("time to train 300B tokens [s]"),
-        300e9 / get("tokens/s"),
+        get(&["training", "time_s"]),
+        300e9 / tps,
         max_relative = 1e-12
     );
 }
@@ -404,20 +405,16 @@ fn a_preset_key_starts_a_variant_from_another_preset() {
 }
 
 #[test]
-fn readme_example_scenario_evaluates() {
-    let readme = std::fs::read_to_string(root().join("README.md")).expect("README");
-    let section = readme
-        .split("<!-- section:compare -->")
-        .nth(1)
-        .expect("compare section");
-    let toml = section
+fn docs_example_scenario_evaluates() {
+    let doc = std::fs::read_to_string(root().join("docs/presets.md")).expect("docs/presets.md");
+    let toml = doc
         .split("```toml\n")
         .nth(1)
         .and_then(|s| s.split("```").next())
         .expect("a TOML example");
-    let cmp = compare::parse(toml, Path::new("README.md"))
+    let cmp = compare::parse(toml, Path::new("docs/presets.md"))
         .and_then(|s| s.evaluate())
-        .expect("the README example is valid");
+        .expect("the docs example is valid");
     assert_eq!(cmp.columns.len(), 3);
     assert!(cmp.columns.iter().all(|c| c.gpu_hour_price == Some(2.0)));
 }

@@ -86,7 +86,7 @@ fn throw(s: &str) {
     let _ = Topology::parse(s);
     let _ = Collective::parse(s);
     let _ = Algorithm::parse(s);
-    let _ = parse_sizes(s);
+    let _ = parse_sizes(s, 2);
 }
 
 #[test]

@@ -122,7 +122,14 @@ fn run(args: &[String]) -> Result<Vec<String>, String> {
     };
     let mut out = Vec::new();
     for f in [Format::Table, Format::Json, Format::Csv] {
-        match report.render(f) {
+        let opts = astrolabe::report::Render {
+            format: f,
+            table: None,
+            columns: Vec::new(),
+            ascii: true,
+            width: None,
+        };
+        match report.render(&opts) {
             Ok(t) => out.push(t),
             Err(e) => {
                 assert_eq!(e.exit_code(), 2, "{args:?}: {e}");

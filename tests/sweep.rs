@@ -143,21 +143,20 @@ fn cli_summary_reports_rate_and_drops() {
         String::from_utf8_lossy(&out.stderr)
     );
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(v["tables"]["top"].as_array().unwrap().len(), 3);
-    let drops = v["tables"]["drops"].as_array().unwrap();
+    assert_eq!(v["top"].as_array().unwrap().len(), 3);
+    let drops = v["drops"].as_array().unwrap();
     assert!(
         drops
             .iter()
             .any(|d| d["reason"].as_str().unwrap().contains("memory"))
     );
-    let summary = v["tables"]["summary"].as_array().unwrap();
-    let rate = summary
-        .iter()
-        .find(|r| r["metric"] == "estimates per second")
-        .unwrap()["value"]
-        .as_f64()
-        .unwrap();
+    let rate = v["estimates_per_s"].as_f64().unwrap();
     assert!(rate > 1000.0, "rate {rate}");
+    // Every configuration is either dropped or valid.
+    assert_eq!(
+        v["dropped"].as_u64().unwrap() + v["valid"].as_u64().unwrap(),
+        v["configurations"].as_u64().unwrap()
+    );
 }
 
 #[test]
@@ -187,23 +186,25 @@ fn all_streams_every_evaluated_row() {
         .arg(&csv)
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
+    // Nothing fits GPT-3 175B on 16 A100s: the output is printed and the status is 3.
+    assert_eq!(
+        out.status.code(),
+        Some(3),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let summary = v["tables"]["summary"].as_array().unwrap();
-    let estimates = summary
-        .iter()
-        .find(|r| r["metric"] == "full estimates computed")
-        .unwrap()["value"]
-        .as_f64()
-        .unwrap() as usize;
+    let estimates = v["estimates"].as_u64().unwrap() as usize;
     let mut rd = csv::Reader::from_path(&csv).unwrap();
+    let tp = rd
+        .headers()
+        .unwrap()
+        .iter()
+        .position(|h| h == "plan.tp")
+        .unwrap();
     let rows: Vec<csv::StringRecord> = rd.records().map(|r| r.unwrap()).collect();
     assert_eq!(rows.len(), estimates);
-    assert!(rows.iter().all(|r| &r[4] == "8"), "tp column pinned to 8");
+    assert!(rows.iter().all(|r| &r[tp] == "8"), "tp column pinned to 8");
     std::fs::remove_dir_all(&dir).ok();
 }
 
@@ -307,7 +308,7 @@ fn network_grid_compares_wafer_and_conventional() {
         String::from_utf8_lossy(&out.stderr)
     );
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let nets: std::collections::BTreeSet<String> = v["tables"]["top"]
+    let nets: std::collections::BTreeSet<String> = v["top"]
         .as_array()
         .unwrap()
         .iter()

@@ -132,7 +132,7 @@ pub fn run_list(args: &ListArgs) -> Result<Report> {
     Ok(Report {
         tables: vec![t],
         notes,
-        explain: Vec::new(),
+        ..Report::default()
     })
 }
 
@@ -140,16 +140,15 @@ pub fn run_list(args: &ListArgs) -> Result<Report> {
 /// Markdown, a table of (key, value) with dotted keys.
 pub fn run_show(args: &ShowArgs) -> Result<Report> {
     let text = args.kind.source(&args.name)?;
-    if args.out.format == Format::Table {
+    if args.out.format() == Format::Table {
         let header = format!(
             "# astrolabe show {} {}: save to a file, edit, and pass its path instead of the name\n",
             args.kind.name(),
             args.name
         );
         return Ok(Report {
-            tables: Vec::new(),
-            notes: vec![format!("{header}{}", text.trim_end())],
-            explain: Vec::new(),
+            text: Some(format!("{header}{}\n", text.trim_end())),
+            ..Report::default()
         });
     }
     let doc: toml::Table = toml::from_str(text).map_err(|e| {
@@ -167,8 +166,7 @@ pub fn run_show(args: &ShowArgs) -> Result<Report> {
     }
     Ok(Report {
         tables: vec![t],
-        notes: Vec::new(),
-        explain: Vec::new(),
+        ..Report::default()
     })
 }
 

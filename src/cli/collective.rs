@@ -2,12 +2,11 @@
 //! `--topology`, `--system` or a TOML `--network` file) and the nccl-tests-style table.
 
 use super::OutputArgs;
-use crate::collective::{
-    self, Algorithm, Collective, CollectiveTime, Options, Schedule, explain::fmt_bytes,
-};
+use crate::collective::{self, Algorithm, Collective, CollectiveTime, Options, Schedule};
 use crate::error::{Error, Result};
 use crate::network::{DimSpec, Topology};
-use crate::report::{Cell, Report, Table};
+use crate::report::collective::{CollectiveResult, CollectiveRow, PhaseRow};
+use crate::report::{Data, Report, SCHEMA_VERSION};
 use crate::units::{Bytes, parse_bytes};
 use clap::Args;
 use serde::Deserialize;
@@ -19,10 +18,19 @@ pub struct CollectiveArgs {
     /// The collective: all-reduce, reduce-scatter, all-gather, all-to-all, broadcast, reduce,
     /// gather, scatter, send-recv.
     pub op: String,
-    /// Buffer per NPU (nccl-tests convention), e.g. 1GB or 64MiB; or a range 1KiB..1GiB
-    /// (one row per power of two).
-    #[arg(long, allow_hyphen_values = true)]
-    pub size: String,
+    /// Buffer per NPU (nccl-tests convention), e.g. 1GB or 64MiB; or a range 8..128M
+    /// (nccl-tests suffixes K, M, G are powers of 1024; one row per step of -f).
+    #[arg(long, allow_hyphen_values = true, required_unless_present = "minbytes")]
+    pub size: Option<String>,
+    /// Smallest size, as nccl-tests' -b (with -e and -f instead of --size).
+    #[arg(short = 'b', long, requires = "maxbytes", conflicts_with = "size")]
+    pub minbytes: Option<String>,
+    /// Largest size, as nccl-tests' -e.
+    #[arg(short = 'e', long, requires = "minbytes")]
+    pub maxbytes: Option<String>,
+    /// Multiplication factor between sizes, as nccl-tests' -f.
+    #[arg(short = 'f', long, default_value_t = 2)]
+    pub stepfactor: u32,
     /// Network, innermost dimension first, e.g. "ring(4, 200GB/s, 0.5us) x switch(8, 50GB/s, 1us)".
     /// Options inside a dimension: in-network, oversub=K.
     #[arg(long, conflicts_with_all = ["system", "network"])]
@@ -66,33 +74,39 @@ pub fn run(args: &CollectiveArgs) -> Result<Report> {
         chunks: args.chunks,
         schedule: parse_schedule(&args.schedule)?,
     };
-    let sizes = parse_sizes(&args.size)?;
+    let sizes = match (&args.size, &args.minbytes, &args.maxbytes) {
+        (Some(s), _, _) => parse_sizes(s, args.stepfactor)?,
+        (None, Some(b), Some(e)) => parse_sizes(&format!("{b}..{e}"), args.stepfactor)?,
+        _ => return Err(Error::input("--size", "give --size SIZE or -b MIN -e MAX")),
+    };
     let topo = topology(args)?;
     let dims = topo.dims();
     let results = sizes
         .iter()
         .map(|&s| collective::time(op, s, dims, &opts).map(|t| (s, t)))
         .collect::<Result<Vec<_>>>()?;
-    let mut report = Report::default();
-    report.tables.push(summary(op, topo.npus(), &results)?);
-    if let [(_, t)] = results.as_slice() {
-        report.tables.push(phase_table(t)?);
-    }
-    report.notes = notes(op, &topo, &opts, &results);
+    let mut v = value(op, &topo, &opts, &results);
     if args.explain {
         for (s, t) in &results {
-            report
-                .explain
+            v.explain
                 .extend(collective::explain::explain(op, *s, dims, &opts, t)?);
         }
     }
     if let Some(path) = &args.plot {
         crate::plot::write_svg(path, &busbw_plot(op, &sizes, dims, &opts, topo.npus())?)?;
-        report
-            .notes
-            .push(format!("plot written to {}", path.display()));
+        v.notes.push(format!("plot written to {}", path.display()));
     }
-    Ok(report)
+    let mut tables = vec![v.table()?];
+    if !v.phases.is_empty() && v.rows.len() == 1 {
+        tables.push(v.phase_table()?);
+    }
+    Ok(Report {
+        tables,
+        notes: v.notes.clone(),
+        explain: v.explain.clone(),
+        data: Some(Data::Collective(Box::new(v))),
+        ..Report::default()
+    })
 }
 
 /// busbw (GB/s) against size for the chosen option and for every algorithm that applies
@@ -136,23 +150,53 @@ fn parse_schedule(s: &str) -> Result<Schedule> {
     Schedule::parse(s)
 }
 
-/// "1GB" → `[1e9]`; "1KiB..1GiB" → 1 KiB, 2 KiB, …, 1 GiB (doubling, nccl-tests `-f 2`).
-pub fn parse_sizes(s: &str) -> Result<Vec<Bytes>> {
-    let Some((a, b)) = s.split_once("..") else {
-        let size = parse_bytes("--size", s)?;
-        if size.get() == 0.0 {
-            return Err(Error::input(
-                "--size",
-                format!("'{s}' is zero; a collective moves at least 1 byte, e.g. '64MiB'"),
-            ));
+/// A size as nccl-tests writes it: a bare number of bytes ("8"), or K, M, G for powers of
+/// 1024 ("128M" = 128 MiB; nccl-tests `parsesize`); anything else as [`parse_bytes`]
+/// ("1GB" = 1e9, "64MiB").
+pub fn parse_size(s: &str) -> Result<Bytes> {
+    let t = s.trim();
+    let (num, mult) = match t.char_indices().last() {
+        Some((i, c)) if matches!(c, 'k' | 'K' | 'm' | 'M' | 'g' | 'G') => {
+            let m = match c.to_ascii_uppercase() {
+                'K' => 1024.0,
+                'M' => 1048576.0,
+                _ => 1073741824.0,
+            };
+            (&t[..i], m)
         }
-        return Ok(vec![size]);
+        _ => (t, 1.0),
     };
-    let (a, b) = (parse_bytes("--size", a)?, parse_bytes("--size", b)?);
+    // A bare count goes through the same checks (range, zero, sign) as a unit string.
+    let size = match num.trim().parse::<f64>() {
+        Ok(n) if n.is_finite() => parse_bytes("--size", &format!("{:e}B", n * mult))?,
+        _ => parse_bytes("--size", t)?,
+    };
+    if size.get() == 0.0 {
+        return Err(Error::input(
+            "--size",
+            format!("'{s}' is zero; a collective moves at least 1 byte, e.g. '64MiB'"),
+        ));
+    }
+    Ok(size)
+}
+
+/// "1GB" → `[1e9]`; "8..128M" → 8 B, 16 B, …, 128 MiB (each `factor` times the last,
+/// nccl-tests `-b 8 -e 128M -f 2`).
+pub fn parse_sizes(s: &str, factor: u32) -> Result<Vec<Bytes>> {
+    let Some((a, b)) = s.split_once("..") else {
+        return Ok(vec![parse_size(s)?]);
+    };
+    let (a, b) = (parse_size(a)?, parse_size(b)?);
     if a.get() <= 0.0 || b < a {
         return Err(Error::input(
             "--size",
-            format!("range '{s}' must go from a size > 0 up to a larger one, e.g. '1KiB..1GiB'"),
+            format!("range '{s}' must go from a size > 0 up to a larger one, e.g. '8..128M'"),
+        ));
+    }
+    if factor < 2 {
+        return Err(Error::input(
+            "-f",
+            format!("step factor {factor} must be ≥ 2"),
         ));
     }
     let mut v = vec![];
@@ -165,7 +209,7 @@ pub fn parse_sizes(s: &str) -> Result<Vec<Bytes>> {
             ));
         }
         v.push(x);
-        x = x * 2.0;
+        x = x * f64::from(factor);
     }
     Ok(v)
 }
@@ -206,83 +250,62 @@ pub fn read_network(path: &Path) -> Result<Topology> {
     Topology::from_specs(&file.network.dims).map_err(|e| e.context(path.display()))
 }
 
-/// One row per size: time, algbw, busbw, algorithms, and each phase's time.
-fn summary(op: Collective, npus: u64, results: &[(Bytes, CollectiveTime)]) -> Result<Table> {
-    let first = &results[0].1;
-    let mut cols: Vec<(String, String)> = [
-        ("size_B", "size"),
-        ("time_s", "time"),
-        ("algbw_Bps", "algbw"),
-        ("busbw_Bps", "busbw"),
-        ("algorithm", "algorithm"),
-    ]
-    .iter()
-    .map(|(k, h)| (k.to_string(), h.to_string()))
-    .collect();
-    // Sizes may run different phase lists (Themis orders dimensions per size): one
-    // column per phase position, named after the phase when every size agrees on it.
-    let width = results
+/// The typed value: one row per size, and the phases of a single size.
+fn value(
+    op: Collective,
+    topo: &Topology,
+    opts: &Options,
+    results: &[(Bytes, CollectiveTime)],
+) -> CollectiveResult {
+    let npus = topo.npus();
+    let rows = results
         .iter()
-        .map(|(_, t)| t.phases().len())
-        .max()
-        .unwrap_or(0);
-    let same = |i: usize| {
-        let key = |t: &CollectiveTime| t.phases().get(i).map(|p| (p.op, p.dim));
-        results.iter().all(|(_, t)| key(t) == key(first))
+        .map(|(size, t)| {
+            let (alg, bus) = collective::bandwidths(op, *size, npus, t.total);
+            CollectiveRow {
+                size_bytes: size.get(),
+                nranks: npus,
+                time_s: t.total.get(),
+                algbw_bytes_per_s: alg.get(),
+                busbw_bytes_per_s: bus.get(),
+                algorithm: algorithms(t),
+            }
+        })
+        .collect();
+    let phases = match results {
+        [(_, t)] => t
+            .phases()
+            .iter()
+            .enumerate()
+            .map(|(i, p)| PhaseRow {
+                phase: i as u32 + 1,
+                dim: p.dim as u32,
+                collective: p.op.name().to_string(),
+                algorithm: p.algorithm.name().to_string(),
+                size_bytes: p.size.get(),
+                latency_s: p.latency.get(),
+                transfer_s: p.transfer.get(),
+                time_s: p.time().get(),
+            })
+            .collect(),
+        _ => Vec::new(),
     };
-    for i in 0..width {
-        let header = match first.phases().get(i).filter(|_| same(i)) {
-            Some(ph) => format!("{} d{}", short(ph.op), ph.dim),
-            None => format!("phase {}", i + 1),
-        };
-        cols.push((format!("phase{}_time_s", i + 1), header));
+    CollectiveResult {
+        schema_version: SCHEMA_VERSION,
+        collective: op.name().to_string(),
+        topology: topo.to_string(),
+        nranks: npus,
+        chunks: opts.chunks,
+        schedule: match opts.schedule {
+            Schedule::Nccl => "nccl".into(),
+            Schedule::Baseline => "baseline".into(),
+            Schedule::Themis => "themis".into(),
+        },
+        rows,
+        phases,
+        notes: notes(op, topo, opts, results),
+        explain: Vec::new(),
     }
-    let refs: Vec<(&str, &str)> = cols.iter().map(|(k, h)| (k.as_str(), h.as_str())).collect();
-    let mut table = Table::new(op.name(), &refs);
-    for (size, t) in results {
-        let (alg, bus) = collective::bandwidths(op, *size, npus, t.total);
-        let mut row = vec![
-            Cell::q(fmt_bytes(*size), size.get()),
-            Cell::q(t.total, t.total.get()),
-            Cell::q(alg, alg.get()),
-            Cell::q(bus, bus.get()),
-            Cell::text(algorithms(t)),
-        ];
-        row.extend(t.phases().iter().map(|p| Cell::q(p.time(), p.time().get())));
-        row.resize_with(5 + width, || Cell::Empty);
-        table.push(row)?;
-    }
-    Ok(table)
-}
-
-/// Details of each phase for a single size.
-fn phase_table(t: &CollectiveTime) -> Result<Table> {
-    let mut table = Table::new(
-        "phases",
-        &[
-            ("phase", "phase"),
-            ("dim", "dim"),
-            ("collective", "collective"),
-            ("algorithm", "algorithm"),
-            ("size_B", "size"),
-            ("latency_s", "latency"),
-            ("transfer_s", "transfer"),
-            ("time_s", "time"),
-        ],
-    );
-    for (i, p) in t.phases().iter().enumerate() {
-        table.push(vec![
-            Cell::int(i as u64 + 1),
-            Cell::int(p.dim as u64),
-            Cell::text(p.op.name()),
-            Cell::text(p.algorithm.name()),
-            Cell::q(fmt_bytes(p.size), p.size.get()),
-            Cell::q(p.latency, p.latency.get()),
-            Cell::q(p.transfer, p.transfer.get()),
-            Cell::q(p.time(), p.time().get()),
-        ])?;
-    }
-    Ok(table)
 }
 
 /// "d0 ring, d1 in-network" (an entry per dimension, in order of first use).
@@ -309,20 +332,6 @@ fn algorithms(t: &CollectiveTime) -> String {
         .join(", ")
 }
 
-fn short(op: Collective) -> &'static str {
-    match op {
-        Collective::AllReduce => "AR",
-        Collective::ReduceScatter => "RS",
-        Collective::AllGather => "AG",
-        Collective::AllToAll => "A2A",
-        Collective::Broadcast => "bcast",
-        Collective::Reduce => "reduce",
-        Collective::Gather => "gather",
-        Collective::Scatter => "scatter",
-        Collective::SendRecv => "p2p",
-    }
-}
-
 fn notes(
     op: Collective,
     topo: &Topology,
@@ -332,7 +341,8 @@ fn notes(
     let mut v = vec![
         format!("topology: {topo} ({} NPUs)", topo.npus()),
         format!(
-            "size = buffer per NPU (nccl-tests); algbw = size/time; busbw = algbw × {}",
+            "size = buffer per rank (nccl-tests); nranks = {} NPUs; algbw = size/time; busbw = algbw × {}",
+            topo.npus(),
             collective::explain::factor_expr(op)
         ),
     ];

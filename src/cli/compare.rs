@@ -6,7 +6,8 @@ use super::OutputArgs;
 use super::plan_flags::PlanFlags;
 use crate::compare::{self, Scenario};
 use crate::error::{Error, Result};
-use crate::report::Report;
+use crate::report::compare::CompareResult;
+use crate::report::{Data, Report};
 use clap::Args;
 use std::path::PathBuf;
 
@@ -65,6 +66,7 @@ pub fn run(args: &CompareArgs) -> Result<Report> {
     }
     let cmp = scenario.evaluate()?;
     let mut report = compare::report(&cmp)?;
+    report.data = Some(Data::Compare(Box::new(CompareResult::new(&cmp))));
     if let Some(path) = &args.plot {
         let svg = compare::breakdown_svg(&cmp)?;
         crate::plot::write_svg(path, &svg)?;

@@ -1,6 +1,7 @@
-//! `astrolabe estimate`: flags and execution. Flags build a [`PlanSpec`]; with
-//! `--scenario` the file's model, system and plan are the base and flags given on the
-//! command line override them.
+//! `astrolabe estimate`: flags and execution. Flags build a [`PlanSpec`] over today's
+//! practice ([`PlanSpec::practice`]); with `--scenario` the file's model, system and plan
+//! are the base and flags given on the command line override them. The output names the
+//! defaults used; a plan that does not fit exits 3 after printing.
 
 use super::OutputArgs;
 use super::plan_flags::PlanFlags;
@@ -41,7 +42,7 @@ pub struct EstimateArgs {
 
 /// Runs `astrolabe estimate`.
 pub fn run(a: &EstimateArgs) -> Result<Report> {
-    let (sc, _, tokens) = scenario(a)?;
+    let (sc, _, tokens, given) = scenario(a)?;
     let (e, lines) = if a.explain {
         estimate::explain(&sc.model, &sc.system, &sc.plan)?
     } else {
@@ -50,16 +51,38 @@ pub fn run(a: &EstimateArgs) -> Result<Report> {
             Vec::new(),
         )
     };
-    report::build(&sc.model, &sc.system, &e, tokens, lines)
+    report::build(
+        &sc.model,
+        &sc.system,
+        &e,
+        tokens,
+        lines,
+        a.plan.defaults_used(&given),
+    )
 }
 
+/// What [`scenario`] returns: the scenario, its plan as written, the token budget and the
+/// `[plan]` keys the scenario file gave (for naming the defaults used).
+pub type Described = (
+    estimate::scenario::Scenario,
+    PlanSpec,
+    Option<f64>,
+    toml::Table,
+);
+
 /// The scenario the flags describe (with `--scenario` as the base), its plan as written,
-/// and the token budget.
-pub fn scenario(a: &EstimateArgs) -> Result<(estimate::scenario::Scenario, PlanSpec, Option<f64>)> {
+/// the token budget and the plan keys the file gave.
+pub fn scenario(a: &EstimateArgs) -> Result<Described> {
+    let mut given = toml::Table::new();
     let (mut spec, base) = match &a.scenario {
         Some(path) => {
             let text = crate::limits::read_text(path)?;
             let s: ScenarioSpec = catalog::parse_toml(&text, path)?;
+            if let Ok(mut t) = text.parse::<toml::Table>()
+                && let Some(toml::Value::Table(p)) = t.remove("plan")
+            {
+                given = p;
+            }
             (s, path.parent().unwrap_or(Path::new(".")).to_path_buf())
         }
         None => {
@@ -70,7 +93,7 @@ pub fn scenario(a: &EstimateArgs) -> Result<(estimate::scenario::Scenario, PlanS
                 model,
                 system,
                 tokens: None,
-                plan: PlanSpec::default(),
+                plan: PlanSpec::practice(),
             };
             (s, PathBuf::from("."))
         }
@@ -84,6 +107,15 @@ pub fn scenario(a: &EstimateArgs) -> Result<(estimate::scenario::Scenario, PlanS
         }
     }
     spec.plan = a.plan.apply(spec.plan)?;
+    if spec.plan.pp > 1 && spec.plan.global_batch.is_none() {
+        return Err(Error::input(
+            "--global-batch",
+            format!(
+                "required with pp = {}: the pipeline bubble (p-1)/(v·m) depends on the micro-batches per iteration m = global_batch / (dp·micro_batch); give the recipe's global batch in sequences (GPT-3 175B: 1536, Llama 3 70B on 64 GPUs: 128)",
+                spec.plan.pp
+            ),
+        ));
+    }
     if a.tokens.is_some() {
         spec.tokens = a.tokens.clone();
     }
@@ -92,5 +124,5 @@ pub fn scenario(a: &EstimateArgs) -> Result<(estimate::scenario::Scenario, PlanS
         Some(t) => Some(parse_count("--tokens", t)?),
         None => sc.tokens,
     };
-    Ok((sc, spec.plan, tokens))
+    Ok((sc, spec.plan, tokens, given))
 }

@@ -1,6 +1,7 @@
 //! The parallelism-plan flags shared by `estimate` and `compare`: one definition, applied
 //! over a [`PlanSpec`] (estimate) or written as the `[plan]` overrides of a scenario
-//! (compare). Only flags the user gave change anything.
+//! (compare). Only flags the user gave change anything. Switches take a value, the same
+//! in every command (`--flash-attention false`); given bare they mean `true`.
 
 use crate::compute::Precision;
 use crate::error::{Error, Result};
@@ -71,9 +72,9 @@ pub struct PlanFlags {
     /// (implies --zero 3).
     #[arg(long, value_name = "GROUP")]
     pub hsdp: Option<u32>,
-    /// Sequence parallelism on the TP group.
-    #[arg(long)]
-    pub sequence_parallel: bool,
+    /// Sequence parallelism on the TP group (default: true; only with tp > 1).
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true")]
+    pub sequence_parallel: Option<bool>,
     /// Micro-batch size (sequences).
     #[arg(long)]
     pub micro_batch: Option<u32>,
@@ -89,30 +90,30 @@ pub struct PlanFlags {
     /// Activation recomputation: none, selective, full.
     #[arg(long)]
     pub recompute: Option<String>,
-    /// ZeRO stage 0–3 (3 = FSDP).
+    /// ZeRO stage 0–3 (1 = distributed optimizer, 3 = FSDP) (default: 1).
     #[arg(long)]
     pub zero: Option<u8>,
     /// Same as --zero 3.
     #[arg(long)]
     pub fsdp: bool,
-    /// Do not overlap the DP gradient reduction with backward.
-    #[arg(long)]
-    pub no_dp_overlap: bool,
-    /// DP bucket size, e.g. 25MB (default: the framework's, Megatron-LM max(4e7, 1e6·dp) parameters, DeepSpeed 5e7 for ZeRO-3)
+    /// Overlap the DP gradient reduction with backward (default: true).
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true")]
+    pub dp_overlap: Option<bool>,
+    /// DP bucket size, e.g. 25MB (default: the framework's, Megatron-LM max(4e7, 1e6·dp) parameters, DeepSpeed 5e7 for ZeRO-3).
     #[arg(long)]
     pub dp_bucket: Option<String>,
-    /// Overlap TP communication with GEMMs.
-    #[arg(long)]
-    pub tp_overlap: bool,
+    /// Overlap TP communication with GEMMs (default: true).
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true")]
+    pub tp_overlap: Option<bool>,
     /// Matrix precision: bf16, fp16, fp8, mxfp8, nvfp4, tf32, fp32.
     #[arg(long)]
     pub precision: Option<String>,
     /// Optimizer layout: adam (16 B/param) or adam-fp32-grads (18 B/param, Megatron-LM).
     #[arg(long)]
     pub optimizer: Option<String>,
-    /// Fused (flash) attention.
-    #[arg(long)]
-    pub flash_attention: bool,
+    /// Fused (flash) attention (default: true).
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true")]
+    pub flash_attention: Option<bool>,
     /// Group order on the network: tp-dp-pp or tp-pp-dp.
     #[arg(long)]
     pub order: Option<String>,
@@ -152,10 +153,16 @@ impl PlanFlags {
         p.gpus = self.gpus.or(p.gpus);
         p.dp = self.dp.or(p.dp);
         p.global_batch = self.global_batch.or(p.global_batch);
-        p.sequence_parallel |= self.sequence_parallel;
-        p.tp_overlap |= self.tp_overlap;
-        p.flash_attention |= self.flash_attention;
-        p.dp_overlap &= !self.no_dp_overlap;
+        for (dst, flag) in [
+            (&mut p.sequence_parallel, self.sequence_parallel),
+            (&mut p.tp_overlap, self.tp_overlap),
+            (&mut p.flash_attention, self.flash_attention),
+            (&mut p.dp_overlap, self.dp_overlap),
+        ] {
+            if let Some(v) = flag {
+                *dst = v;
+            }
+        }
         if let Some(s) = &self.schedule {
             p.schedule = parse_enum("--schedule", s, &["gpipe", "1f1b", "interleaved"])?;
         }
@@ -253,19 +260,36 @@ impl PlanFlags {
             let list = l.iter().map(|&n| Value::Integer(i64::from(n))).collect();
             t.insert("layers_per_stage".into(), Value::Array(list));
         }
-        for (k, on, value) in [
-            ("account_for_embedding", self.account_for_embedding, true),
-            ("account_for_loss", self.account_for_loss, true),
-            ("sequence_parallel", self.sequence_parallel, true),
-            ("tp_overlap", self.tp_overlap, true),
-            ("flash_attention", self.flash_attention, true),
-            ("dp_overlap", self.no_dp_overlap, false),
+        for (k, on) in [
+            ("account_for_embedding", self.account_for_embedding),
+            ("account_for_loss", self.account_for_loss),
         ] {
             if on {
-                t.insert(k.into(), Value::Boolean(value));
+                t.insert(k.into(), Value::Boolean(true));
+            }
+        }
+        for (k, v) in [
+            ("sequence_parallel", self.sequence_parallel),
+            ("tp_overlap", self.tp_overlap),
+            ("flash_attention", self.flash_attention),
+            ("dp_overlap", self.dp_overlap),
+        ] {
+            if let Some(v) = v {
+                t.insert(k.into(), Value::Boolean(v));
             }
         }
         t
+    }
+
+    /// The settings of [`PlanSpec::practice`] that neither these flags nor `given` (the
+    /// keys of a scenario's `[plan]` table) set: "flash_attention = true", …
+    pub fn defaults_used(&self, given: &Table) -> Vec<String> {
+        let flags = self.to_table();
+        PlanSpec::PRACTICE
+            .iter()
+            .filter(|(k, _)| !flags.contains_key(*k) && !given.contains_key(*k))
+            .map(|(k, v)| format!("{k} = {v}"))
+            .collect()
     }
 }
 
@@ -285,11 +309,11 @@ mod tests {
             fp8_recipe: Some("current".into()),
             virtual_stages: Some(2),
             fsdp: true,
-            no_dp_overlap: true,
+            dp_overlap: Some(false),
             recompute: Some("selective".into()),
             ..PlanFlags::default()
         };
-        let p = f.apply(PlanSpec::default()).unwrap();
+        let p = f.apply(PlanSpec::practice()).unwrap();
         assert_eq!((p.tp, p.virtual_stages, p.zero), (8, 2, 3));
         assert_eq!(
             (p.cp, p.cp_kind, p.seq_len),
@@ -297,9 +321,30 @@ mod tests {
         );
         assert_eq!(p.schedule, Schedule::Interleaved);
         assert!(!p.dp_overlap);
-        // The table, read back as a plan, gives the same spec.
+        // The table, read back as a plan (unset keys take the practice defaults), gives
+        // the same spec.
         let back: PlanSpec = Value::Table(f.to_table()).try_into().unwrap();
         assert_eq!(back, p);
+    }
+
+    #[test]
+    fn switches_take_values_and_unset_ones_are_named_as_defaults() {
+        let f = PlanFlags {
+            flash_attention: Some(false),
+            ..PlanFlags::default()
+        };
+        let p = f.apply(PlanSpec::practice()).unwrap();
+        assert!(!p.flash_attention && p.sequence_parallel && p.tp_overlap);
+        let mut given = Table::new();
+        given.insert("zero".into(), Value::Integer(0));
+        let used = f.defaults_used(&given);
+        assert_eq!(
+            used,
+            [
+                "sequence_parallel = true (when tp > 1)",
+                "tp_overlap = true"
+            ]
+        );
     }
 
     #[test]

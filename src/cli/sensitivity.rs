@@ -32,7 +32,7 @@ pub struct SensitivityArgs {
 
 /// Runs `astrolabe sensitivity`.
 pub fn run(a: &SensitivityArgs) -> Result<Report> {
-    let (sc, spec, tokens) = scenario(&a.est)?;
+    let (sc, spec, tokens, _) = scenario(&a.est)?;
     let mut report = Report::default();
     let mut t = Table::new(
         "sensitivity",

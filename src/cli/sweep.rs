@@ -4,7 +4,9 @@
 use super::OutputArgs;
 use crate::catalog;
 use crate::error::{Error, Result};
-use crate::report::Report;
+use crate::estimate::report::EXIT_DOES_NOT_FIT;
+use crate::report::sweep::SweepResult;
+use crate::report::{Data, Report};
 use crate::sweep::driver::{Outcome, RunOptions};
 use crate::sweep::file::{self, SweepFile};
 use crate::sweep::grid::{self, Axes, Grid};
@@ -65,20 +67,20 @@ pub struct SweepArgs {
     /// Recomputation modes: none, selective, full.
     #[arg(long, value_delimiter = ',')]
     pub recompute: Vec<String>,
-    /// Sequence parallel values (true,false).
-    #[arg(long, value_delimiter = ',')]
+    /// Sequence parallel values, e.g. true or true,false (default: both).
+    #[arg(long, value_delimiter = ',', value_name = "BOOLS", num_args = 0..=1, default_missing_value = "true")]
     pub sequence_parallel: Vec<bool>,
-    /// DP overlap values.
-    #[arg(long, value_delimiter = ',')]
+    /// DP overlap values (default: both).
+    #[arg(long, value_delimiter = ',', value_name = "BOOLS", num_args = 0..=1, default_missing_value = "true")]
     pub dp_overlap: Vec<bool>,
-    /// TP overlap values.
-    #[arg(long, value_delimiter = ',')]
+    /// TP overlap values (default: both).
+    #[arg(long, value_delimiter = ',', value_name = "BOOLS", num_args = 0..=1, default_missing_value = "true")]
     pub tp_overlap: Vec<bool>,
     /// Group orders: tp-dp-pp, tp-pp-dp.
     #[arg(long, value_delimiter = ',')]
     pub order: Vec<String>,
-    /// Flash attention values.
-    #[arg(long, value_delimiter = ',')]
+    /// Flash attention values (default: both).
+    #[arg(long, value_delimiter = ',', value_name = "BOOLS", num_args = 0..=1, default_missing_value = "true")]
     pub flash_attention: Vec<bool>,
     /// Context-parallel degrees.
     #[arg(long, value_delimiter = ',')]
@@ -230,11 +232,22 @@ pub fn run(args: &SweepArgs) -> Result<Report> {
         .or(f.bandwidth_budget.as_deref())
         .map(|b| parse_bandwidth("--bandwidth-budget", b))
         .transpose()?;
-    let mut rep = report::build(&model, &grid, &opts, &result, budget, !args.out.no_timing)?;
+    let mut rep = report::build(
+        &model,
+        &grid,
+        global_batch,
+        &opts,
+        &result,
+        budget,
+        !args.out.no_timing,
+    )?;
+    let Some(Data::Sweep(v)) = &mut rep.data else {
+        return Err(Error::Internal("sweep report without its value".into()));
+    };
     if grid.structural.is_empty() && grid.axes.networks.is_empty() {
         let g = grid.axes.gpus.iter().copied().max().unwrap_or(1);
         let near = grid::nearest_valid_gpus(&model, &system, global_batch, &grid.axes, g);
-        rep.notes.push(match near {
+        v.notes.push(match near {
             Some(n) => format!(
                 "no plan uses exactly {g} devices with a global batch of {global_batch}; the nearest smaller count with valid plans is {n} (try --gpus {n})"
             ),
@@ -243,8 +256,15 @@ pub fn run(args: &SweepArgs) -> Result<Report> {
     }
     if let Some(p) = &args.plot {
         crate::plot::write_svg(p, &report::plot(&grid, &opts, &result)?)?;
-        rep.notes.push(format!("plot written to {}", p.display()));
+        v.notes.push(format!("plot written to {}", p.display()));
     }
+    if v.valid == 0 {
+        let (code, msg) = nothing_valid(v);
+        v.notes.push(msg.clone());
+        rep.exit_code = code;
+        rep.failure = Some(msg);
+    }
+    report::views(&mut rep)?;
     Ok(rep)
 }
 
@@ -441,6 +461,37 @@ fn check_counts(flags: &[(&str, &[u32])]) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// The exit status and message of a sweep where no configuration is valid and fits:
+/// 3 when some plans were valid but none fits in memory, else 2 (the grid admits no plan).
+/// The message names the constraint that dropped the most configurations.
+fn nothing_valid(v: &SweepResult) -> (u8, String) {
+    let memory = v
+        .drops
+        .iter()
+        .any(|d| d.reason.contains("memory") && d.count > 0);
+    let code = if memory { EXIT_DOES_NOT_FIT } else { 2 };
+    match v.main_drop() {
+        Some(d) => (
+            code,
+            format!(
+                "no configuration is valid and fits{}: the constraint that dropped the most was '{}' ({} of {} configurations)",
+                if memory {
+                    " (the valid plans do not fit in device memory)"
+                } else {
+                    ""
+                },
+                d.reason,
+                d.count,
+                v.configurations
+            ),
+        ),
+        None => (
+            code,
+            "no configuration is valid and fits: the grid is empty".into(),
+        ),
+    }
 }
 
 fn pick<T: Clone>(flag: &[T], file: &Option<Vec<T>>) -> Option<Vec<T>> {

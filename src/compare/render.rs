@@ -136,8 +136,8 @@ fn rows(priced: bool, tokens: Option<f64>) -> Vec<(String, Getter, bool)> {
             true,
         ),
         ("tokens/s", |c| V::N(c.estimate.metrics.tokens_per_s), false),
-        ("MFU [fraction]", |c| V::Pct(c.estimate.metrics.mfu), false),
-        ("HFU [fraction]", |c| V::Pct(c.estimate.metrics.hfu), false),
+        ("MFU", |c| V::Pct(c.estimate.metrics.mfu), false),
+        ("HFU", |c| V::Pct(c.estimate.metrics.hfu), false),
         (
             "memory per device [B]",
             |c| V::B(c.estimate.memory.total.get()),
@@ -312,7 +312,7 @@ pub fn report(cmp: &Comparison) -> Result<Report> {
     Ok(Report {
         tables: vec![t],
         notes,
-        explain: Vec::new(),
+        ..Report::default()
     })
 }
 

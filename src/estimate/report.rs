@@ -1,40 +1,38 @@
-//! Turns an [`Estimate`] into a [`Report`]: the plan (with the network dimensions each
-//! group spans), the time breakdown, throughput and the memory per device. Used by
-//! `astrolabe estimate`; `compare` can reuse [`build`] or the individual tables.
+//! Turns an [`Estimate`] into a [`Report`]: the typed [`EstimateResult`] (what JSON and CSV
+//! serialize) and, rendered from that same value, the human tables: the plan (with the
+//! network dimensions each group spans), the time breakdown, throughput and the memory per
+//! device. A plan that does not fit sets exit status 3.
 
-use super::{CommClass, Estimate, GroupDims};
+use super::Estimate;
 use crate::error::Result;
 use crate::model::Model;
-use crate::parallel::{Recompute, Schedule};
-use crate::report::{Cell, Report, Table};
+use crate::report::estimate::{DimUse, EstimateResult};
+use crate::report::{Cell, Data, Report, Table};
 use crate::system::System;
 use crate::units::{Bytes, Seconds};
 
-/// Renders the dimensions a group spans: "dims 0 (switch ×8)".
-pub fn span_text(g: &GroupDims, system: &System) -> String {
-    if g.size <= 1 {
-        return "—".into();
+/// Exit status of a computed plan that does not fit in device memory.
+pub const EXIT_DOES_NOT_FIT: u8 = 3;
+
+/// Renders the dimensions a group spans: "dim 0 (switch, 8 of 8)".
+pub fn span_text(g: &[DimUse]) -> String {
+    if g.is_empty() {
+        return "-".into();
     }
-    let dims = system.topology.dims();
     let parts: Vec<String> = g
-        .dims()
         .iter()
-        .zip(g.extent)
-        .map(|(&i, k)| match dims.get(i as usize) {
-            Some(d) => format!("dim {i} ({}, {k} of {})", d.kind.name(), d.size),
-            None => format!("dim {i}"),
-        })
+        .map(|d| format!("dim {} ({}, {} of {})", d.dim, d.kind, d.extent, d.size))
         .collect();
     parts.join(" + ")
 }
 
-fn kv(t: &mut Table, k: &str, v: Cell) -> Result<()> {
-    t.push(vec![Cell::text(k), v])
+fn onoff(b: bool) -> &'static str {
+    if b { "on" } else { "off" }
 }
 
 /// The plan table.
-pub fn plan_table(model: &Model, system: &System, e: &Estimate) -> Result<Table> {
-    let p = &e.plan;
+pub fn plan_table(r: &EstimateResult, topology: &str) -> Result<Table> {
+    let p = &r.plan;
     let mut t = Table::new(
         "plan",
         &[
@@ -43,107 +41,78 @@ pub fn plan_table(model: &Model, system: &System, e: &Estimate) -> Result<Table>
             ("network", "network dims"),
         ],
     );
-    let row = |t: &mut Table, k: &str, v: Cell, net: String| {
-        t.push(vec![Cell::text(k), v, Cell::text(net)])
+    let int = |v: u32| Cell::int(v.into());
+    let pl = &r.placement;
+    let sched = match p.schedule.as_str() {
+        "interleaved" => format!("interleaved 1F1B, v = {}", p.virtual_stages),
+        "1f1b" => "1F1B".into(),
+        _ => "GPipe".into(),
     };
-    row(&mut t, "model", Cell::text(model.name()), String::new())?;
-    row(
-        &mut t,
-        "system",
-        Cell::text(format!("{} ({})", system.name(), system.device.name())),
-        system.topology.to_string(),
-    )?;
-    row(&mut t, "devices", Cell::int(p.gpus as u64), String::new())?;
-    let [tp, ep, dp, pp] = &e.groups;
-    row(&mut t, "TP", Cell::int(p.tp as u64), span_text(tp, system))?;
-    row(
-        &mut t,
-        "SP",
-        Cell::text(if p.sp { "on" } else { "off" }),
-        String::new(),
-    )?;
-    row(&mut t, "PP", Cell::int(p.pp as u64), span_text(pp, system))?;
-    row(
-        &mut t,
-        "DP (derived)",
-        Cell::int(p.dp as u64),
-        span_text(dp, system),
-    )?;
-    row(&mut t, "EP", Cell::int(p.ep as u64), span_text(ep, system))?;
-    for (k, v) in super::plan_extras(model, p) {
-        row(&mut t, k, Cell::text(v), String::new())?;
+    let rows: Vec<(&str, Cell, String)> = vec![
+        ("model", Cell::text(&r.model), String::new()),
+        (
+            "system",
+            Cell::text(format!("{} ({})", r.system, r.device)),
+            topology.to_string(),
+        ),
+        ("devices", int(p.gpus), String::new()),
+        ("TP", int(p.tp), span_text(&pl.tp)),
+        ("SP", Cell::text(onoff(p.sequence_parallel)), String::new()),
+        ("PP", int(p.pp), span_text(&pl.pp)),
+        ("DP (derived)", int(p.dp), span_text(&pl.dp)),
+        ("EP", int(p.ep), span_text(&pl.ep)),
+        ("micro-batch", int(p.micro_batch), String::new()),
+        ("global batch", int(p.global_batch), String::new()),
+        (
+            "micro-batches per pipeline",
+            int(p.micro_batches),
+            String::new(),
+        ),
+        ("schedule", Cell::text(sched), String::new()),
+        ("recompute", Cell::text(&p.recompute), String::new()),
+        ("ZeRO", Cell::int(p.zero.into()), String::new()),
+        (
+            "flash attention",
+            Cell::text(onoff(p.flash_attention)),
+            String::new(),
+        ),
+        (
+            "overlap DP / TP",
+            Cell::text(format!("{} / {}", onoff(p.dp_overlap), onoff(p.tp_overlap))),
+            String::new(),
+        ),
+        ("precision", Cell::text(&p.precision), String::new()),
+    ];
+    for (k, v, net) in rows {
+        t.push(vec![Cell::text(k), v, Cell::text(net)])?;
     }
-    row(
-        &mut t,
-        "micro-batch",
-        Cell::int(p.micro_batch as u64),
-        String::new(),
-    )?;
-    row(
-        &mut t,
-        "global batch",
-        Cell::int(p.global_batch as u64),
-        String::new(),
-    )?;
-    row(
-        &mut t,
-        "micro-batches per pipeline",
-        Cell::int(p.micro_batches as u64),
-        String::new(),
-    )?;
-    let sched = match p.schedule {
-        Schedule::Gpipe => "GPipe".to_string(),
-        Schedule::OneFOneB => "1F1B".to_string(),
-        Schedule::Interleaved => format!("interleaved 1F1B, v = {}", p.v),
-    };
-    row(&mut t, "schedule", Cell::text(sched), String::new())?;
-    let rc = match p.recompute {
-        Recompute::None => "none",
-        Recompute::Selective => "selective",
-        Recompute::Full => "full",
-    };
-    row(&mut t, "recompute", Cell::text(rc), String::new())?;
-    row(&mut t, "ZeRO", Cell::int(p.zero as u64), String::new())?;
-    row(
-        &mut t,
-        "precision",
-        Cell::text(match (p.precision, p.fp8_recipe) {
-            (crate::compute::Precision::Fp8, r) if r != crate::compute::Fp8Recipe::Delayed => {
-                format!("fp8 ({} scaling)", r.name())
-            }
-            (x, _) => x.name().to_string(),
-        }),
-        String::new(),
-    )?;
     Ok(t)
 }
 
 /// The time breakdown table.
-pub fn time_table(e: &Estimate) -> Result<Table> {
+pub fn time_table(r: &EstimateResult) -> Result<Table> {
     let cols = [
         ("component", "component"),
         ("time_s", "time"),
         ("hidden_s", "hidden (overlapped)"),
-        ("bytes_B", "bytes/device"),
-        ("share_pct", "share"),
+        ("bytes_per_device", "bytes/device"),
+        ("share", "share"),
     ];
     let mut t = Table::new("time", &cols);
-    let total = e.time.total.get();
-    let secs = |s: Seconds| Cell::q(s, s.get());
-    let share = |s: Seconds| {
-        Cell::q(
-            format!("{:.1}%", 100.0 * s.get() / total),
-            100.0 * s.get() / total,
-        )
-    };
-    let tm = &e.time;
+    let total = r.iteration_time_s;
+    let secs = |s: f64| Cell::q(Seconds::new(s), s);
+    let share = |s: f64| Cell::q(format!("{:.1}%", 100.0 * s / total), s / total);
+    let tb = &r.time_breakdown;
     for (k, v) in [
-        ("forward", tm.forward),
-        ("backward", tm.backward),
-        ("recompute", tm.recompute),
-        ("optimizer", tm.optimizer),
-        ("pipeline bubble", tm.bubble),
-        ("interference (compute slowed by overlap)", tm.interference),
+        ("forward", tb.forward_s),
+        ("backward", tb.backward_s),
+        ("recompute", tb.recompute_s),
+        ("optimizer", tb.optimizer_s),
+        ("pipeline bubble", tb.pipeline_bubble_s),
+        (
+            "interference (compute slowed by overlap)",
+            tb.interference_s,
+        ),
     ] {
         t.push(vec![
             Cell::text(k),
@@ -153,108 +122,101 @@ pub fn time_table(e: &Estimate) -> Result<Table> {
             share(v),
         ])?;
     }
-    for c in CommClass::ALL {
-        let x = tm.class(c);
-        if x.exposed.get() == 0.0 && x.hidden.get() == 0.0 && x.bytes.get() == 0.0 {
+    for (name, x) in r.comm_classes() {
+        if x.exposed_s == 0.0 && x.hidden_s == 0.0 && x.bytes_per_device == 0.0 {
             continue;
         }
         t.push(vec![
-            Cell::text(format!("{} communication (exposed)", c.name())),
-            secs(x.exposed),
-            secs(x.hidden),
-            Cell::q(x.bytes, x.bytes.get()),
-            share(x.exposed),
+            Cell::text(format!("{name} communication (exposed)")),
+            secs(x.exposed_s),
+            secs(x.hidden_s),
+            Cell::q(Bytes::new(x.bytes_per_device), x.bytes_per_device),
+            share(x.exposed_s),
         ])?;
     }
     t.push(vec![
         Cell::text("total per iteration"),
-        secs(tm.total),
+        secs(total),
         Cell::Empty,
         Cell::Empty,
-        share(tm.total),
+        share(total),
     ])?;
     Ok(t)
 }
 
 /// Throughput, utilisation and (with a token budget) time to train.
-pub fn throughput_table(e: &Estimate, tokens: Option<f64>) -> Result<Table> {
+pub fn throughput_table(r: &EstimateResult) -> Result<Table> {
     let mut t = Table::new("throughput", &[("metric", "metric"), ("value", "value")]);
-    let m = &e.metrics;
-    kv(&mut t, "tokens/s", Cell::num(m.tokens_per_s))?;
-    kv(&mut t, "samples/s", Cell::num(m.samples_per_s))?;
-    kv(
-        &mut t,
-        "MFU (%)",
-        Cell::q(format!("{:.1}%", 100.0 * m.mfu), 100.0 * m.mfu),
-    )?;
-    kv(
-        &mut t,
-        "HFU (%)",
-        Cell::q(format!("{:.1}%", 100.0 * m.hfu), 100.0 * m.hfu),
-    )?;
-    kv(
-        &mut t,
-        "model FLOPs per iteration",
-        Cell::q(format!("{:.4e} FLOP", m.model_flops), m.model_flops),
-    )?;
-    if let Some(n) = tokens {
-        let s = e.train_time(n);
-        kv(&mut t, "token budget", Cell::q(format!("{n:.4e}"), n))?;
-        kv(&mut t, "time to train (s)", Cell::q(s, s.get()))?;
-        kv(&mut t, "GPU-hours", Cell::num(e.gpu_hours(n)))?;
+    let pct = |x: f64| Cell::q(format!("{:.1}%", 100.0 * x), x);
+    let mut rows = vec![
+        ("tokens/s", Cell::num(r.tokens_per_s)),
+        ("samples/s", Cell::num(r.samples_per_s)),
+        ("MFU", pct(r.mfu)),
+        ("HFU", pct(r.hfu)),
+        (
+            "model FLOPs per iteration",
+            Cell::q(
+                format!("{:.4e} FLOP", r.model_flops_per_iteration),
+                r.model_flops_per_iteration,
+            ),
+        ),
+    ];
+    if let Some(tr) = &r.training {
+        rows.push((
+            "token budget",
+            Cell::q(format!("{:.4e}", tr.tokens), tr.tokens),
+        ));
+        rows.push(("time to train", Cell::q(Seconds::new(tr.time_s), tr.time_s)));
+        rows.push(("GPU-hours", Cell::num(tr.gpu_hours)));
+    }
+    for (k, v) in rows {
+        t.push(vec![Cell::text(k), v])?;
     }
     Ok(t)
 }
 
 /// Memory per device.
-pub fn memory_table(e: &Estimate) -> Result<Table> {
+pub fn memory_table(r: &EstimateResult) -> Result<Table> {
     let mut t = Table::new(
         "memory",
-        &[("component", "component"), ("memory_B", "per device")],
+        &[("component", "component"), ("bytes", "per device")],
     );
-    let m = &e.memory;
+    let m = &r.memory_breakdown;
     for (k, v) in [
-        ("weights", m.weights),
-        ("gradients", m.gradients),
-        ("optimizer states", m.optimizer),
-        ("activations", m.activations),
-        ("buffers", m.buffers),
-        ("total", m.total),
-        ("capacity", m.capacity),
+        ("weights", m.weights_bytes),
+        ("gradients", m.gradients_bytes),
+        ("optimizer states", m.optimizer_states_bytes),
+        ("activations", m.activations_bytes),
+        ("buffers", m.buffers_bytes),
+        ("total", r.memory_per_device_bytes),
+        ("capacity", r.memory_capacity_bytes),
     ] {
-        t.push(vec![Cell::text(k), Cell::q(gib(v), v.get())])?;
+        t.push(vec![Cell::text(k), Cell::q(gib(v), v)])?;
     }
     Ok(t)
 }
 
-fn gib(b: Bytes) -> String {
-    format!("{:.2} GiB", b.get() / 1073741824.0)
+fn gib(b: f64) -> String {
+    format!("{:.2} GiB", b / 1073741824.0)
 }
 
-/// The whole report; `explain` lines (from [`super::explain`]) go in the explain section.
-pub fn build(
-    model: &Model,
-    system: &System,
-    e: &Estimate,
-    tokens: Option<f64>,
-    explain: Vec<String>,
-) -> Result<Report> {
+fn notes(e: &Estimate) -> Vec<String> {
     let mut notes = Vec::new();
     if !e.memory.fits {
         notes.push(format!(
-            "does not fit: {} needed per device, {} available",
-            gib(e.memory.total),
-            gib(e.memory.capacity)
+            "does not fit: {} needed per device, {} available (exit status 3)",
+            gib(e.memory.total.get()),
+            gib(e.memory.capacity.get())
         ));
     }
     if e.plan.pp > 1 {
         notes.push(format!(
-            "bubble fraction (p−1)/(v·m) = {:.2}%",
+            "bubble fraction (p-1)/(v·m) = {:.2}%",
             100.0 * e.plan.bubble_fraction()
         ));
         if e.plan.micro_batches < e.plan.pp {
             notes.push(format!(
-                "only {} micro-batch(es) per pipeline for {} stages: the bubble (p−1)/m dominates; raise --global-batch (each {} more sequences, dp·micro-batch, add one micro-batch)",
+                "only {} micro-batch(es) per pipeline for {} stages: the bubble (p-1)/m dominates; raise --global-batch (each {} more sequences, dp·micro-batch, add one micro-batch)",
                 e.plan.micro_batches,
                 e.plan.pp,
                 e.plan.dp * e.plan.micro_batch
@@ -262,14 +224,48 @@ pub fn build(
         }
     }
     notes.push("memory is for the first pipeline stage (the most activations in flight)".into());
+    notes
+}
+
+/// The whole report: the typed value and its tables. `explain` lines (from
+/// [`super::explain`]) go in the explain section; `defaults_used` names the plan settings
+/// that took their default.
+pub fn build(
+    model: &Model,
+    system: &System,
+    e: &Estimate,
+    tokens: Option<f64>,
+    explain: Vec<String>,
+    defaults_used: Vec<String>,
+) -> Result<Report> {
+    let mut r = EstimateResult::new(model, system, e, tokens, defaults_used);
+    r.notes = notes(e);
+    if !r.defaults_used.is_empty() {
+        r.notes.push(format!(
+            "defaults used (Megatron-LM/NeMo practice; set any with its flag): {}",
+            r.defaults_used.join(", ")
+        ));
+    }
+    r.explain = explain;
+    let tables = vec![
+        plan_table(&r, &system.topology.to_string())?,
+        time_table(&r)?,
+        throughput_table(&r)?,
+        memory_table(&r)?,
+    ];
     Ok(Report {
-        tables: vec![
-            plan_table(model, system, e)?,
-            time_table(e)?,
-            throughput_table(e, tokens)?,
-            memory_table(e)?,
-        ],
-        notes,
-        explain,
+        tables,
+        notes: r.notes.clone(),
+        explain: r.explain.clone(),
+        exit_code: if r.fits { 0 } else { EXIT_DOES_NOT_FIT },
+        failure: (!r.fits).then(|| {
+            format!(
+                "the plan does not fit: {} needed per device, {} available",
+                gib(r.memory_per_device_bytes),
+                gib(r.memory_capacity_bytes)
+            )
+        }),
+        data: Some(Data::Estimate(Box::new(r))),
+        text: None,
     })
 }

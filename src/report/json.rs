@@ -1,7 +1,10 @@
-//! JSON with SI numbers: `{"tables": {title: [row objects]}, "notes": [...], "explain": [...]}`.
+//! JSON with SI numbers. A command with a typed value ([`super::Data`]) serializes it
+//! (top-level `iteration_time_s`, `schema_version`, …; see docs/schema.md); the others
+//! write `{"tables": {title: [row objects]}, "notes": [...], "explain": [...]}`.
 
-use super::{Cell, Exporter, Report};
-use crate::error::{Error, Result};
+use super::values::pretty;
+use super::{Cell, Exporter, Render, Report};
+use crate::error::Result;
 use serde_json::{Map, Value, json};
 
 /// Renders the report as one pretty-printed JSON object.
@@ -18,7 +21,10 @@ fn cell(c: &Cell) -> Value {
 }
 
 impl Exporter for JsonExporter {
-    fn render(&self, r: &Report) -> Result<String> {
+    fn render(&self, r: &Report, _opts: &Render) -> Result<String> {
+        if let Some(d) = &r.data {
+            return d.to_json();
+        }
         let mut tables = Map::new();
         for t in &r.tables {
             let rows: Vec<Value> = t
@@ -36,9 +42,6 @@ impl Exporter for JsonExporter {
                 .collect();
             tables.insert(t.title.clone(), Value::Array(rows));
         }
-        let v = json!({ "tables": tables, "notes": r.notes, "explain": r.explain });
-        let mut s = serde_json::to_string_pretty(&v).map_err(|e| Error::Internal(e.to_string()))?;
-        s.push('\n');
-        Ok(s)
+        pretty(&json!({ "tables": tables, "notes": r.notes, "explain": r.explain }))
     }
 }

@@ -1,24 +1,30 @@
 //! GitHub-flavoured Markdown tables, human units in the cells.
 
-use super::{Exporter, Report};
+use super::{Exporter, Render, Report};
 use crate::error::Result;
 
 /// Renders each table as a Markdown table under a `###` title.
 pub struct MarkdownExporter;
 
 impl Exporter for MarkdownExporter {
-    fn render(&self, r: &Report) -> Result<String> {
+    fn render(&self, r: &Report, opts: &Render) -> Result<String> {
         let mut out = String::new();
         for t in &r.tables {
             if !t.title.is_empty() {
                 out.push_str(&format!("### {}\n\n", t.title));
             }
-            let head: Vec<&str> = t.columns.iter().map(|c| c.header.as_str()).collect();
+            let shown = t.shown(&opts.columns);
+            let head: Vec<&str> = shown
+                .iter()
+                .map(|&i| t.columns[i].header.as_str())
+                .collect();
             out.push_str(&format!("| {} |\n", head.join(" | ")));
             out.push_str(&format!("|{}\n", "---|".repeat(head.len())));
             for row in &t.rows {
-                let cells: Vec<String> =
-                    row.iter().map(|c| c.human().replace('|', "\\|")).collect();
+                let cells: Vec<String> = shown
+                    .iter()
+                    .map(|&i| row[i].human().replace('|', "\\|"))
+                    .collect();
                 out.push_str(&format!("| {} |\n", cells.join(" | ")));
             }
             out.push('\n');

@@ -1,13 +1,23 @@
-//! Output: every command builds a [`Report`] (tables plus notes and `--explain`
-//! derivations) and renders it in the format the user asked for. Tables show human units
-//! in each cell ("17.51 ms"); JSON and CSV carry SI numbers under keys that name their unit
-//! (`time_s`, `busbw_Bps`). One file per format behind the [`Exporter`] trait, as
-//! hyperfine's `export/`.
+//! Output: every command builds a [`Report`]: the typed value it computed ([`Data`]:
+//! [`estimate::EstimateResult`], [`sweep::SweepResult`], [`compare::CompareResult`],
+//! [`collective::CollectiveResult`]), which JSON and CSV serialize directly (serde, with a
+//! `schema_version`), and the human views of that value (tables, notes and `--explain`
+//! derivations). Tables show human units in each cell ("17.51 ms"); JSON and CSV carry SI
+//! numbers under keys that name their unit (`iteration_time_s`). One file per format
+//! behind the [`Exporter`] trait, as hyperfine's `export/`. Commands without a typed value
+//! (`list`, `show`, `astra`) serialize their tables.
 
+pub mod collective;
+pub mod compare;
 mod csv;
+pub mod estimate;
 mod json;
 mod markdown;
+pub mod sweep;
 mod table;
+pub mod values;
+
+pub use values::{Data, PlanValue, SCHEMA_VERSION};
 
 use crate::error::{Error, Result};
 use serde::Serialize;
@@ -20,7 +30,7 @@ pub enum Format {
     Table,
     /// JSON with SI numbers.
     Json,
-    /// CSV with SI numbers, one header row per table.
+    /// CSV with SI numbers: one table (see --table), one header row.
     Csv,
     /// A GitHub-flavoured Markdown table with human units.
     Markdown,
@@ -73,7 +83,8 @@ impl Cell {
     pub fn text(s: impl Into<String>) -> Cell {
         Cell::Text(s.into())
     }
-    fn human(&self) -> &str {
+    /// The human rendering.
+    pub fn human(&self) -> &str {
         match self {
             Cell::Text(s) => s,
             Cell::Value { human, .. } => human,
@@ -91,6 +102,9 @@ pub struct Table {
     pub columns: Vec<Column>,
     /// The rows; each has one cell per column.
     pub rows: Vec<Vec<Cell>>,
+    /// Column keys the terminal view shows by default (all when empty); `--columns`
+    /// chooses others.
+    pub default_columns: Vec<String>,
 }
 
 impl Table {
@@ -106,6 +120,7 @@ impl Table {
                 })
                 .collect(),
             rows: Vec::new(),
+            default_columns: Vec::new(),
         }
     }
     /// Appends a row; it must have one cell per column.
@@ -150,29 +165,125 @@ fn finite(cell: &mut Cell, table: &str, key: &str) -> Result<()> {
 /// What a command prints.
 #[derive(Clone, Debug, Default)]
 pub struct Report {
-    /// Tables, in order.
+    /// Tables, in order (the human view).
     pub tables: Vec<Table>,
     /// One-line remarks (the chosen algorithm, what was dropped and why).
     pub notes: Vec<String>,
     /// `--explain` derivations: each formula with the numbers put in.
     pub explain: Vec<String>,
+    /// The typed value JSON and CSV serialize, when the command has one.
+    pub data: Option<Data>,
+    /// Exit status once the output is printed: 0, or 3 when the plan does not fit.
+    pub exit_code: u8,
+    /// With a non-zero `exit_code`: what to say on standard error after the output.
+    pub failure: Option<String>,
+    /// Text printed as it is in every format (a completion script, a man page, a schema).
+    pub text: Option<String>,
+}
+
+/// How to render: the format and the view options of the table and CSV formats.
+#[derive(Clone, Debug, Default)]
+pub struct Render {
+    /// The format.
+    pub format: Format,
+    /// CSV: which table (by name); the command's main table when unset.
+    pub table: Option<String>,
+    /// Table and Markdown: the columns to show (machine keys); a default set when empty.
+    pub columns: Vec<String>,
+    /// Table: plain ASCII (not a terminal, or `NO_COLOR`) instead of box drawing.
+    pub ascii: bool,
+    /// Table: the width to fit, in characters (the terminal's).
+    pub width: Option<u16>,
 }
 
 /// One output format.
 pub trait Exporter {
     /// Renders the whole report.
-    fn render(&self, r: &Report) -> Result<String>;
+    fn render(&self, r: &Report, opts: &Render) -> Result<String>;
 }
 
 impl Report {
-    /// Renders in `fmt`.
-    pub fn render(&self, fmt: Format) -> Result<String> {
-        match fmt {
-            Format::Table => table::TableExporter.render(self),
-            Format::Json => json::JsonExporter.render(self),
-            Format::Csv => csv::CsvExporter.render(self),
-            Format::Markdown => markdown::MarkdownExporter.render(self),
+    /// Renders with `opts`.
+    pub fn render(&self, opts: &Render) -> Result<String> {
+        match opts.format {
+            Format::Table => table::TableExporter.render(&self.pick(opts)?, opts),
+            Format::Json => json::JsonExporter.render(self, opts),
+            Format::Csv => csv::CsvExporter.render(self, opts),
+            Format::Markdown => markdown::MarkdownExporter.render(&self.pick(opts)?, opts),
         }
+    }
+
+    /// The human view with only the table `--table` names (all without it). A `--columns`
+    /// key that no table has is an error, with the closest key.
+    fn pick(&self, opts: &Render) -> Result<Report> {
+        let mut keys: Vec<&str> = Vec::new();
+        for c in self.tables.iter().flat_map(|t| &t.columns) {
+            if !keys.contains(&c.key.as_str()) {
+                keys.push(&c.key);
+            }
+        }
+        if let Some(bad) = opts.columns.iter().find(|c| !keys.contains(&c.as_str())) {
+            return Err(Error::unknown("column", bad, &keys).context("--columns"));
+        }
+        let Some(name) = &opts.table else {
+            return Ok(self.clone());
+        };
+        let tables: Vec<Table> = self
+            .tables
+            .iter()
+            .filter(|t| &t.title == name)
+            .cloned()
+            .collect();
+        if tables.is_empty() {
+            let names: Vec<&str> = self.tables.iter().map(|t| t.title.as_str()).collect();
+            return Err(Error::unknown("table", name, &names).context("--table"));
+        }
+        Ok(Report {
+            tables,
+            ..self.clone()
+        })
+    }
+
+    /// The names of the tables `--table` accepts in CSV.
+    pub fn table_names(&self) -> Result<Vec<String>> {
+        Ok(match &self.data {
+            Some(d) => d.tables()?.iter().map(|t| t.0.to_string()).collect(),
+            None => self.tables.iter().map(|t| t.title.clone()).collect(),
+        })
+    }
+}
+
+impl Format {
+    /// The format a file name implies: .json/.jsonl, .csv, .md, else the table.
+    pub fn from_path(path: &std::path::Path) -> Option<Format> {
+        match path.extension()?.to_str()?.to_ascii_lowercase().as_str() {
+            "json" | "jsonl" => Some(Format::Json),
+            "csv" => Some(Format::Csv),
+            "md" | "markdown" => Some(Format::Markdown),
+            "txt" => Some(Format::Table),
+            _ => None,
+        }
+    }
+}
+
+impl Table {
+    /// The indices of the columns to show for `wanted` keys (all when empty; a key no
+    /// column has is ignored here and reported by the caller).
+    pub fn shown(&self, wanted: &[String]) -> Vec<usize> {
+        let all = (0..self.columns.len()).collect();
+        if wanted.is_empty() {
+            return if self.default_columns.is_empty() {
+                all
+            } else {
+                (0..self.columns.len())
+                    .filter(|&i| self.default_columns.contains(&self.columns[i].key))
+                    .collect()
+            };
+        }
+        let v: Vec<usize> = (0..self.columns.len())
+            .filter(|&i| wanted.contains(&self.columns[i].key))
+            .collect();
+        if v.is_empty() { all } else { v }
     }
 }
 
@@ -190,21 +301,51 @@ mod tests {
         Report {
             tables: vec![t],
             notes: vec!["ring chosen".into()],
-            explain: vec![],
+            ..Report::default()
+        }
+    }
+
+    fn fmt(format: Format) -> Render {
+        Render {
+            format,
+            ..Render::default()
         }
     }
 
     #[test]
     fn every_format_carries_the_numbers() {
         let r = sample();
-        let t = r.render(Format::Table).unwrap();
+        let t = r.render(&fmt(Format::Table)).unwrap();
         assert!(t.contains("17.51 ms") && t.contains("ring chosen"));
-        let j: serde_json::Value = serde_json::from_str(&r.render(Format::Json).unwrap()).unwrap();
+        let j: serde_json::Value =
+            serde_json::from_str(&r.render(&fmt(Format::Json)).unwrap()).unwrap();
         assert_eq!(j["tables"]["demo"][0]["time_s"], 0.017507);
-        let c = r.render(Format::Csv).unwrap();
+        let c = r.render(&fmt(Format::Csv)).unwrap();
         assert!(c.starts_with("size_B,time_s\n1073741824,0.017507"), "{c}");
-        let m = r.render(Format::Markdown).unwrap();
+        let m = r.render(&fmt(Format::Markdown)).unwrap();
         assert!(m.contains("| 1 GiB | 17.51 ms |"), "{m}");
+    }
+
+    #[test]
+    fn ascii_tables_have_no_box_drawing() {
+        let opts = Render {
+            ascii: true,
+            ..fmt(Format::Table)
+        };
+        let t = sample().render(&opts).unwrap();
+        assert!(
+            t.contains("17.51 ms") && !t.contains('│') && !t.contains('─'),
+            "{t}"
+        );
+    }
+
+    #[test]
+    fn format_follows_the_file_extension() {
+        use std::path::Path;
+        assert_eq!(Format::from_path(Path::new("x.json")), Some(Format::Json));
+        assert_eq!(Format::from_path(Path::new("a/b.CSV")), Some(Format::Csv));
+        assert_eq!(Format::from_path(Path::new("r.md")), Some(Format::Markdown));
+        assert_eq!(Format::from_path(Path::new("noext")), None);
     }
 
     #[test]

@@ -1,52 +1,26 @@
 //! `--all FILE`: every evaluated configuration streamed to a CSV or JSON-lines file as
-//! the sweep runs, in grid order, SI units. Rows that do not fit in memory carry their
-//! reason and no metrics; structurally invalid and redundant combinations are only counted
-//! (see the summary).
+//! the sweep runs, in grid order, SI units, one [`SweepAllRow`] per line (the same field
+//! names as an estimate; CSV flattens the plan into `plan.*` columns). Rows that do not fit
+//! in memory carry their reason and no metrics; structurally invalid and redundant
+//! combinations are only counted (see the summary).
 
 use super::driver::Outcome;
 use super::grid::Grid;
 use super::search::{HOT_REASONS, Hit};
 use crate::error::{Error, Result};
-use crate::parallel::Plan;
+use crate::report::PlanValue;
+use crate::report::sweep::SweepAllRow;
+use crate::report::values::flatten;
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
-const HEADER: [&str; 26] = [
-    "index",
-    "network",
-    "gpus",
-    "dp",
-    "tp",
-    "pp",
-    "ep",
-    "micro_batch",
-    "schedule",
-    "v",
-    "zero",
-    "recompute",
-    "sequence_parallel",
-    "dp_overlap",
-    "tp_overlap",
-    "order",
-    "flash_attention",
-    "cp",
-    "cp_kind",
-    "seq_len",
-    "precision",
-    "status",
-    "iteration_time_s",
-    "tokens_per_s",
-    "mfu",
-    "memory_B",
-];
-
 /// A streaming writer for `--all`.
 pub struct Writer {
     path: PathBuf,
-    json: bool,
     csv: Option<csv::Writer<BufWriter<File>>>,
     raw: Option<BufWriter<File>>,
+    header: bool,
     err: Option<Error>,
 }
 
@@ -61,21 +35,18 @@ impl Writer {
             path.extension().and_then(|e| e.to_str()),
             Some("json" | "jsonl")
         );
-        let mut w = Writer {
-            path: path.to_path_buf(),
-            json,
-            csv: None,
-            raw: None,
-            err: None,
-        };
-        if json {
-            w.raw = Some(BufWriter::new(f));
+        let (csv, raw) = if json {
+            (None, Some(BufWriter::new(f)))
         } else {
-            let mut c = csv::Writer::from_writer(BufWriter::new(f));
-            c.write_record(HEADER).map_err(|e| w.csv_fail(e))?;
-            w.csv = Some(c);
-        }
-        Ok(w)
+            (Some(csv::Writer::from_writer(BufWriter::new(f))), None)
+        };
+        Ok(Writer {
+            path: path.to_path_buf(),
+            csv,
+            raw,
+            header: false,
+            err: None,
+        })
     }
 
     /// An I/O error keeps its kind, so a closed pipe can be told apart (success).
@@ -106,42 +77,60 @@ impl Writer {
         let Some((plan, si)) = grid.decode(i) else {
             return;
         };
-        let mut rec: Vec<String> = describe(&plan, &grid.systems[si].0, i);
+        let mut row = SweepAllRow {
+            index: i,
+            network: grid.systems[si].0.clone(),
+            status: "ok".into(),
+            plan: PlanValue::from(&plan),
+            iteration_time_s: None,
+            tokens_per_s: None,
+            mfu: None,
+            memory_per_device_bytes: None,
+            fits: false,
+        };
         match o {
             Outcome::Kept { item, .. } => {
                 let e = &item.est;
-                rec.push("ok".into());
-                rec.push(e.time.total.get().to_string());
-                rec.push(e.metrics.tokens_per_s.to_string());
-                rec.push(e.metrics.mfu.to_string());
-                rec.push(e.memory.total.get().to_string());
+                row.iteration_time_s = Some(e.time.total.get());
+                row.tokens_per_s = Some(e.metrics.tokens_per_s);
+                row.mfu = Some(e.metrics.mfu);
+                row.memory_per_device_bytes = Some(e.memory.total.get());
+                row.fits = e.memory.fits;
             }
             Outcome::Dropped(r) => {
-                rec.push(
-                    HOT_REASONS
-                        .get(*r)
-                        .copied()
-                        .unwrap_or("dropped")
-                        .to_string(),
-                );
-                rec.extend(std::iter::repeat_n(String::new(), 4));
+                row.status = HOT_REASONS.get(*r).copied().unwrap_or("dropped").into();
             }
         }
-        let res = if self.json {
-            let obj: serde_json::Map<String, serde_json::Value> = HEADER
-                .iter()
-                .zip(rec)
-                .map(|(k, v)| (k.to_string(), json_value(&v)))
-                .collect();
-            let r = (self.raw.as_mut()).map(|w| writeln!(w, "{}", serde_json::Value::Object(obj)));
-            r.and_then(|r| r.err()).map(|e| self.io_fail(e))
-        } else {
-            let r = (self.csv.as_mut()).map(|w| w.write_record(&rec));
-            r.and_then(|r| r.err()).map(|e| self.csv_fail(e))
-        };
-        if res.is_some() {
-            self.err = res;
+        if let Err(e) = self.write(&row) {
+            self.err = Some(e);
         }
+    }
+
+    fn write(&mut self, row: &SweepAllRow) -> Result<()> {
+        let ser = |e: serde_json::Error| Error::Internal(format!("sweep row: {e}"));
+        if self.raw.is_some() {
+            let line = serde_json::to_string(row).map_err(ser)?;
+            let r = self.raw.as_mut().map(|w| writeln!(w, "{line}"));
+            return match r {
+                Some(Err(e)) => Err(self.io_fail(e)),
+                _ => Ok(()),
+            };
+        }
+        let value = serde_json::to_value(row).map_err(ser)?;
+        let mut cells = Vec::new();
+        flatten("", &value, &mut cells);
+        let Some(w) = self.csv.as_mut() else {
+            return Ok(());
+        };
+        let mut res = Ok(());
+        if !self.header {
+            self.header = true;
+            res = w.write_record(cells.iter().map(|c| c.0.as_str()));
+        }
+        if res.is_ok() {
+            res = w.write_record(cells.iter().map(|c| c.1.as_str()));
+        }
+        res.map_err(|e| self.csv_fail(e))
     }
 
     /// Flushes the file and reports the first write error, if any.
@@ -156,81 +145,5 @@ impl Writer {
             r.flush().map_err(|e| self.io_fail(e))?;
         }
         Ok(())
-    }
-}
-
-fn json_value(s: &str) -> serde_json::Value {
-    if let Some(n) = s.parse::<f64>().ok().and_then(serde_json::Number::from_f64) {
-        return serde_json::Value::Number(n);
-    }
-    match s {
-        "true" => serde_json::Value::Bool(true),
-        "false" => serde_json::Value::Bool(false),
-        "" => serde_json::Value::Null,
-        _ => serde_json::Value::String(s.to_string()),
-    }
-}
-
-/// The plan's columns of a row.
-pub fn describe(p: &Plan, network: &str, i: u64) -> Vec<String> {
-    vec![
-        i.to_string(),
-        network.to_string(),
-        p.gpus.to_string(),
-        p.dp.to_string(),
-        p.tp.to_string(),
-        p.pp.to_string(),
-        p.ep.to_string(),
-        p.micro_batch.to_string(),
-        schedule_name(p).to_string(),
-        p.v.to_string(),
-        p.zero.to_string(),
-        recompute_name(p).to_string(),
-        p.sp.to_string(),
-        p.dp_overlap.to_string(),
-        p.tp_overlap.to_string(),
-        order_name(p).to_string(),
-        p.flash_attention.to_string(),
-        p.cp.to_string(),
-        p.cp_kind.name().to_string(),
-        p.seq_len.to_string(),
-        precision_name(p),
-    ]
-}
-
-/// The precision, with the FP8 recipe when it is FP8 ("fp8:delayed").
-pub fn precision_name(p: &Plan) -> String {
-    match p.precision {
-        crate::compute::Precision::Fp8 => format!("fp8:{}", p.fp8_recipe.name()),
-        x => x.name().to_string(),
-    }
-}
-
-/// "gpipe", "1f1b", "interleaved".
-pub fn schedule_name(p: &Plan) -> &'static str {
-    use crate::parallel::Schedule::*;
-    match p.schedule {
-        Gpipe => "gpipe",
-        OneFOneB => "1f1b",
-        Interleaved => "interleaved",
-    }
-}
-
-/// "none", "selective", "full".
-pub fn recompute_name(p: &Plan) -> &'static str {
-    use crate::parallel::Recompute::*;
-    match p.recompute {
-        None => "none",
-        Selective => "selective",
-        Full => "full",
-    }
-}
-
-/// "tp-dp-pp", "tp-pp-dp".
-pub fn order_name(p: &Plan) -> &'static str {
-    use crate::parallel::Order::*;
-    match p.order {
-        TpDpPp => "tp-dp-pp",
-        TpPpDp => "tp-pp-dp",
     }
 }

@@ -168,7 +168,7 @@ where
 fn progress_bar(n: u64) -> indicatif::ProgressBar {
     let b = indicatif::ProgressBar::new(n);
     if let Ok(style) = indicatif::ProgressStyle::with_template(
-        "{spinner} [{elapsed_precise}] {wide_bar} {human_pos}/{human_len} configs ({per_sec}, eta {eta})",
+        "{spinner} [{elapsed_precise}] {wide_bar} {human_pos}/{human_len} evaluated ({per_sec}, eta {eta})",
     ) {
         b.set_style(style);
     }

@@ -1,15 +1,15 @@
-//! Turns a [`SearchResult`] into a [`Report`]: the summary (grid size, drops per reason,
-//! estimates per second), the ranked top-k, the Pareto front, and the bandwidth split;
-//! and into the Pareto plot.
+//! Turns a [`SearchResult`] into a [`Report`]: the typed [`SweepResult`] (summary, drops
+//! per reason, the ranked top-k, the Pareto front, the bandwidth split) and the tables
+//! rendered from it; and into the Pareto plot.
 
-use super::all::{order_name, recompute_name, schedule_name};
 use super::bandwidth;
 use super::grid::Grid;
 use super::search::{Hit, SearchOptions, SearchResult};
 use crate::error::Result;
 use crate::estimate;
 use crate::model::Model;
-use crate::report::{Cell, Report, Table};
+use crate::report::sweep::{BandwidthRow, DropRow, SweepResult, SweepRow};
+use crate::report::{Cell, Data, Report, SCHEMA_VERSION, Table};
 use crate::units::{Bandwidth, Bytes, Seconds};
 
 /// The whole sweep report; `timing` false leaves out the wall time and the rate (the only
@@ -17,18 +17,47 @@ use crate::units::{Bandwidth, Bytes, Seconds};
 pub fn build(
     model: &Model,
     grid: &Grid,
+    global_batch: u32,
     opts: &SearchOptions,
     r: &SearchResult,
     budget: Option<Bandwidth>,
     timing: bool,
 ) -> Result<Report> {
-    let mut rep = Report::default();
-    rep.tables.push(summary(r, timing)?);
-    rep.tables
-        .push(plans("top", grid, r.run.top.iter().map(|e| &e.item))?);
-    rep.tables
-        .push(plans("pareto", grid, r.run.pareto.iter().map(|p| &p.item))?);
-    rep.tables.push(drops(r)?);
+    let rows = |hits: &mut dyn Iterator<Item = &Hit>| -> Vec<SweepRow> {
+        hits.enumerate()
+            .map(|(i, h)| SweepRow::new(i as u32 + 1, &grid.systems[h.system].0, &h.est))
+            .collect()
+    };
+    let mut v = SweepResult {
+        schema_version: SCHEMA_VERSION,
+        model: model.name().to_string(),
+        system: grid
+            .systems
+            .first()
+            .map_or_else(String::new, |s| s.1.name().to_string()),
+        global_batch,
+        sort: opts.sort.name().into(),
+        pareto_objectives: [opts.pareto.0.name().into(), opts.pareto.1.name().into()],
+        configurations: r.total,
+        evaluated: r.run.evaluated,
+        estimates: r.estimates,
+        dropped: r.drops.iter().map(|d| d.count).sum(),
+        valid: r.run.kept,
+        elapsed_s: timing.then_some(r.run.elapsed_s),
+        estimates_per_s: timing.then(|| r.rate().round()),
+        top: rows(&mut r.run.top.iter().map(|e| &e.item)),
+        pareto: rows(&mut r.run.pareto.iter().map(|p| &p.item)),
+        drops: r
+            .drops
+            .iter()
+            .map(|d| DropRow {
+                reason: d.reason.clone(),
+                count: d.count,
+            })
+            .collect(),
+        bandwidth: Vec::new(),
+        notes: Vec::new(),
+    };
     let speed = if timing {
         format!(
             " in {:.3} s: {:.0} estimates/s ({})",
@@ -43,64 +72,72 @@ pub fn build(
     } else {
         String::new()
     };
-    rep.notes.push(format!(
+    v.notes.push(format!(
         "{} configurations in the grid, {} full estimates{speed}; ranked by {}, Pareto front of {} vs {}",
-        r.total,
-        r.estimates,
-        opts.sort.name(),
-        opts.pareto.0.name(),
-        opts.pareto.1.name(),
+        v.configurations,
+        v.estimates,
+        v.sort,
+        v.pareto_objectives[0],
+        v.pareto_objectives[1],
     ));
-    if r.run.top.is_empty() {
-        rep.notes
-            .push("no configuration is valid and fits in memory: see the drops table".into());
-    }
     if let (Some(b), Some(best)) = (budget, r.run.top.first()) {
-        rep.tables
-            .push(split_table(model, grid, &best.item, b, &mut rep.notes)?);
+        v.bandwidth = split(model, grid, &best.item, b, &mut v.notes)?;
     }
-    Ok(rep)
+    Ok(Report {
+        data: Some(Data::Sweep(Box::new(v))),
+        ..Report::default()
+    })
 }
 
-fn summary(r: &SearchResult, timing: bool) -> Result<Table> {
-    let mut t = Table::new("summary", &[("metric", "metric"), ("value", "value")]);
-    let dropped: u64 = r.drops.iter().map(|d| d.count).sum();
-    t.push(vec![
-        Cell::text("configurations in the grid"),
-        Cell::int(r.total),
-    ])?;
-    t.push(vec![Cell::text("dropped (see drops)"), Cell::int(dropped)])?;
-    t.push(vec![Cell::text("valid and fitting"), Cell::int(r.run.kept)])?;
-    t.push(vec![
-        Cell::text("full estimates computed"),
-        Cell::int(r.estimates),
-    ])?;
-    if !timing {
-        return Ok(t);
+/// Fills the report's tables and notes from its typed value (after the caller's notes).
+pub fn views(rep: &mut Report) -> Result<()> {
+    let Some(Data::Sweep(v)) = &rep.data else {
+        return Ok(());
+    };
+    let mut tables = vec![
+        summary(v)?,
+        plans("top", &v.top)?,
+        plans("pareto", &v.pareto)?,
+    ];
+    tables.push(drops(&v.drops)?);
+    if !v.bandwidth.is_empty() {
+        tables.push(split_table(&v.bandwidth)?);
     }
-    t.push(vec![
-        Cell::text("wall time"),
-        Cell::q(Seconds::new(r.run.elapsed_s), r.run.elapsed_s),
-    ])?;
-    t.push(vec![
-        Cell::text("estimates per second"),
-        Cell::num(r.rate().round()),
-    ])?;
+    rep.notes = v.notes.clone();
+    rep.tables = tables;
+    Ok(())
+}
+
+fn summary(v: &SweepResult) -> Result<Table> {
+    let mut t = Table::new("summary", &[("metric", "metric"), ("value", "value")]);
+    for (k, c) in [
+        ("configurations in the grid", Cell::int(v.configurations)),
+        ("evaluated (progress bar count)", Cell::int(v.evaluated)),
+        ("dropped (see drops)", Cell::int(v.dropped)),
+        ("valid and fitting", Cell::int(v.valid)),
+        ("full estimates computed", Cell::int(v.estimates)),
+    ] {
+        t.push(vec![Cell::text(k), c])?;
+    }
+    if let (Some(s), Some(rate)) = (v.elapsed_s, v.estimates_per_s) {
+        t.push(vec![Cell::text("wall time"), Cell::q(Seconds::new(s), s)])?;
+        t.push(vec![Cell::text("estimates per second"), Cell::num(rate)])?;
+    }
     Ok(t)
 }
 
-fn drops(r: &SearchResult) -> Result<Table> {
+fn drops(d: &[DropRow]) -> Result<Table> {
     let mut t = Table::new(
         "drops",
         &[("reason", "dropped because"), ("count", "configurations")],
     );
-    for d in &r.drops {
+    for d in d {
         t.push(vec![Cell::text(d.reason.clone()), Cell::int(d.count)])?;
     }
     Ok(t)
 }
 
-const PLAN_COLS: [(&str, &str); 18] = [
+const PLAN_COLS: [(&str, &str); 19] = [
     ("rank", "#"),
     ("network", "network"),
     ("gpus", "gpus"),
@@ -115,71 +152,85 @@ const PLAN_COLS: [(&str, &str); 18] = [
     ("sequence_parallel", "sp"),
     ("overlap", "overlap dp/tp"),
     ("order", "order"),
+    ("flash_attention", "flash"),
     ("iteration_time_s", "iteration"),
     ("tokens_per_s", "tokens/s"),
     ("mfu", "MFU"),
-    ("memory_B", "memory/device"),
+    ("memory_per_device_bytes", "memory/device"),
 ];
 
-fn plans<'a>(title: &str, grid: &Grid, hits: impl Iterator<Item = &'a Hit>) -> Result<Table> {
-    let mut cols = PLAN_COLS.to_vec();
-    cols.push(("flash_attention", "flash"));
-    cols.extend([("cp", "cp"), ("seq_len", "seq"), ("precision", "precision")]);
-    let mut t = Table::new(title, &cols);
-    for (i, h) in hits.enumerate() {
-        let p = &h.est.plan;
-        let e = &h.est;
-        let sched = match p.v {
-            1 => schedule_name(p).to_string(),
-            v => format!("{}:{v}", schedule_name(p)),
-        };
-        t.push(vec![
-            Cell::int(i as u64 + 1),
-            Cell::text(grid.systems[h.system].0.clone()),
-            Cell::int(p.gpus as u64),
-            Cell::int(p.dp as u64),
-            Cell::int(p.tp as u64),
-            Cell::int(p.pp as u64),
-            Cell::int(p.ep as u64),
-            Cell::int(p.micro_batch as u64),
-            Cell::text(sched),
-            Cell::int(p.zero as u64),
-            Cell::text(recompute_name(p)),
-            Cell::text(if p.sp { "on" } else { "off" }),
-            Cell::text(format!("{}/{}", onoff(p.dp_overlap), onoff(p.tp_overlap))),
-            Cell::text(order_name(p)),
-            Cell::q(e.time.total, e.time.total.get()),
-            Cell::q(
-                format!("{:.0}", e.metrics.tokens_per_s),
-                e.metrics.tokens_per_s,
-            ),
-            Cell::q(format!("{:.1}%", 100.0 * e.metrics.mfu), e.metrics.mfu),
-            Cell::q(e.memory.total, e.memory.total.get()),
-            Cell::text(onoff(p.flash_attention)),
-            Cell::text(match p.cp {
-                1 => "1".to_string(),
-                c => format!("{c} {}", p.cp_kind.name()),
-            }),
-            Cell::int(p.seq_len as u64),
-            Cell::text(crate::sweep::all::precision_name(p)),
-        ])?;
-    }
-    Ok(t)
-}
+/// Columns the terminal shows by default (`--columns` chooses others).
+const DEFAULT_COLS: [&str; 14] = [
+    "rank",
+    "dp",
+    "tp",
+    "pp",
+    "micro_batch",
+    "schedule",
+    "zero",
+    "recompute",
+    "sequence_parallel",
+    "flash_attention",
+    "iteration_time_s",
+    "tokens_per_s",
+    "mfu",
+    "memory_per_device_bytes",
+];
 
 fn onoff(b: bool) -> &'static str {
     if b { "on" } else { "off" }
 }
 
-/// The bandwidth-allocation table for the best plan: traffic per dimension, the given
-/// and the optimal split, and the iteration time with each.
-fn split_table(
+fn plans(title: &str, rows: &[SweepRow]) -> Result<Table> {
+    let mut t = Table::new(title, &PLAN_COLS);
+    t.default_columns = DEFAULT_COLS.iter().map(|s| s.to_string()).collect();
+    if rows.iter().any(|r| r.network != rows[0].network) {
+        t.default_columns.insert(1, "network".into());
+    }
+    for r in rows {
+        let p = &r.plan;
+        let sched = match p.virtual_stages {
+            1 => p.schedule.clone(),
+            v => format!("{}:{v}", p.schedule),
+        };
+        let int = |v: u32| Cell::int(v.into());
+        t.push(vec![
+            int(r.rank),
+            Cell::text(r.network.clone()),
+            int(p.gpus),
+            int(p.dp),
+            int(p.tp),
+            int(p.pp),
+            int(p.ep),
+            int(p.micro_batch),
+            Cell::text(sched),
+            Cell::int(p.zero.into()),
+            Cell::text(p.recompute.clone()),
+            Cell::text(onoff(p.sequence_parallel)),
+            Cell::text(format!("{}/{}", onoff(p.dp_overlap), onoff(p.tp_overlap))),
+            Cell::text(p.order.clone()),
+            Cell::text(onoff(p.flash_attention)),
+            Cell::q(Seconds::new(r.iteration_time_s), r.iteration_time_s),
+            Cell::q(format!("{:.0}", r.tokens_per_s), r.tokens_per_s),
+            Cell::q(format!("{:.1}%", 100.0 * r.mfu), r.mfu),
+            Cell::q(
+                Bytes::new(r.memory_per_device_bytes),
+                r.memory_per_device_bytes,
+            ),
+        ])?;
+    }
+    Ok(t)
+}
+
+/// The bandwidth allocation for the best plan: traffic per dimension, the given and the
+/// optimal split; the note gives the iteration time with each.
+fn split(
     model: &Model,
     grid: &Grid,
     best: &Hit,
     budget: Bandwidth,
     notes: &mut Vec<String>,
-) -> Result<Table> {
+) -> Result<Vec<BandwidthRow>> {
     let sys = &grid.systems[best.system].1;
     let plan = &best.est.plan;
     let dims = sys.topology.dims();
@@ -192,25 +243,17 @@ fn split_table(
         .iter()
         .map(|b| *b * (budget.get() / scaled_total))
         .collect();
-    let mut t = Table::new(
-        "bandwidth",
-        &[
-            ("dim", "dim"),
-            ("kind", "block"),
-            ("traffic_B", "traffic/iteration"),
-            ("given_Bps", "given (scaled to budget)"),
-            ("optimal_Bps", "optimal B_d ∝ √traffic"),
-        ],
-    );
-    for (d, dim) in dims.iter().enumerate() {
-        t.push(vec![
-            Cell::int(d as u64),
-            Cell::text(dim.kind.name()),
-            Cell::q(Bytes::new(v[d]), v[d]),
-            Cell::q(scaled[d], scaled[d].get()),
-            Cell::q(split[d], split[d].get()),
-        ])?;
-    }
+    let rows = dims
+        .iter()
+        .enumerate()
+        .map(|(d, dim)| BandwidthRow {
+            dim: d as u32,
+            kind: dim.kind.name().to_string(),
+            traffic_bytes: v[d],
+            given_bytes_per_s: scaled[d].get(),
+            optimal_bytes_per_s: split[d].get(),
+        })
+        .collect();
     let before = estimate::evaluate(model, &bandwidth::with_split(sys, &scaled), plan)?;
     let after = estimate::evaluate(model, &bandwidth::with_split(sys, &split), plan)?;
     notes.push(format!(
@@ -220,6 +263,29 @@ fn split_table(
         before.time.total,
         after.time.total,
     ));
+    Ok(rows)
+}
+
+fn split_table(rows: &[BandwidthRow]) -> Result<Table> {
+    let mut t = Table::new(
+        "bandwidth",
+        &[
+            ("dim", "dim"),
+            ("kind", "block"),
+            ("traffic_bytes", "traffic/iteration"),
+            ("given_bytes_per_s", "given (scaled to budget)"),
+            ("optimal_bytes_per_s", "optimal B_d ∝ √traffic"),
+        ],
+    );
+    for r in rows {
+        t.push(vec![
+            Cell::int(r.dim.into()),
+            Cell::text(r.kind.clone()),
+            Cell::q(Bytes::new(r.traffic_bytes), r.traffic_bytes),
+            Cell::q(Bandwidth::new(r.given_bytes_per_s), r.given_bytes_per_s),
+            Cell::q(Bandwidth::new(r.optimal_bytes_per_s), r.optimal_bytes_per_s),
+        ])?;
+    }
     Ok(t)
 }
 

@@ -1,10 +1,12 @@
-//! Helpers shared by the regression tests: run the binary, expect a usage error or a
-//! clean success (no NaN, infinity or −0 printed), scratch directories.
+//! Helpers shared by the integration tests: run the binary, expect a usage error or a
+//! clean success (no NaN, infinity or −0 printed), scratch directories, read its JSON or
+//! text, and the GPT-3 175B estimate used as the running example.
 #![allow(dead_code)] // each test binary uses its own subset
 
 use assert_cmd::Command;
 use predicates::prelude::*;
 use predicates::str::contains;
+use serde_json::Value;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -79,3 +81,48 @@ pub fn ok(args: &[&str]) -> String {
     }
     s
 }
+
+/// Runs with `--format json` (must succeed) and parses the output.
+#[track_caller]
+pub fn json(args: &[&str]) -> Value {
+    let out = bin()
+        .args(args)
+        .args(["--format", "json"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("json")
+}
+
+/// Runs (must succeed) and returns standard output.
+#[track_caller]
+pub fn text(args: &[&str]) -> String {
+    let out = bin().args(args).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// GPT-3 175B on 1024 A100s, TP 8, PP 16, global batch 1536 (Narayanan et al. SC'21).
+pub const GPT3: [&str; 13] = [
+    "estimate",
+    "--model",
+    "gpt3-175b",
+    "--system",
+    "dgx-a100",
+    "--gpus",
+    "1024",
+    "--tp",
+    "8",
+    "--pp",
+    "16",
+    "--global-batch",
+    "1536",
+];

@@ -29,7 +29,7 @@ fn scenario(a: &super::ExportAstraArgs) -> Result<Option<Scenario>> {
                 model: model.clone(),
                 system: system.display().to_string(),
                 tokens: None,
-                plan: Default::default(),
+                plan: crate::parallel::PlanSpec::practice(),
             };
             (s, PathBuf::from("."))
         }
