@@ -116,6 +116,8 @@ struct Ctx<'a> {
     attn_peak: FlopRate,
     plan: &'a Plan,
     place: &'a Placement,
+    /// The gradient-reduction group: DP, or DP × CP with context parallelism.
+    grad_span: &'a crate::parallel::Span,
     /// Main-loop speedup of the linear GEMMs over 16-bit (peak / 16-bit peak).
     speedup: f64,
     /// Options of the collectives (the system's `[collective]` table).
@@ -180,8 +182,13 @@ pub(super) fn evaluate<T: Trace>(
     tr: &mut T,
 ) -> Result<Estimate> {
     let dev = &sys.device;
-    let seq = m.with_seq_len(plan.seq_len);
-    let m = &seq;
+    let seq;
+    let m = if plan.seq_len as f64 == m.s {
+        m
+    } else {
+        seq = m.with_seq_len(plan.seq_len);
+        &seq
+    };
     let peak = dev.peak(plan.precision)?;
     let attn_peak = if plan.precision.is_low() {
         dev.peak(crate::compute::Precision::Bf16).unwrap_or(peak)
@@ -193,8 +200,16 @@ pub(super) fn evaluate<T: Trace>(
     let r = tokens * m.h;
     let rep = if plan.sp { r / t } else { r };
     let e = plan.precision.activation_bytes();
+    let dp_cp;
+    let grad_span = if plan.cp > 1 {
+        dp_cp = place.dp_with_cp();
+        &dp_cp
+    } else {
+        &place.dp
+    };
     let c = Ctx {
         m,
+        grad_span,
         dev,
         peak,
         attn_peak,
@@ -210,15 +225,9 @@ pub(super) fn evaluate<T: Trace>(
     };
     explain_header(&c, tr);
     let lay = layer(&c, tr)?;
-    let dense_model = m.dense_layer();
     let dense = if m.dense_layers > 0 {
-        layer(
-            &Ctx {
-                m: &dense_model,
-                ..c
-            },
-            tr,
-        )?
+        let dm = m.dense_layer();
+        layer(&Ctx { m: &dm, ..c }, tr)?
     } else {
         lay
     };
@@ -226,9 +235,17 @@ pub(super) fn evaluate<T: Trace>(
     // The first `dense_layers` layers (dense MLP) sit on the first stage; MTP modules
     // (one layer and one more head each) on the last.
     let nd = m.dense_layers.min(plan.stages.first) as f64;
-    let first = first.add(dense, nd).add(lay, -nd);
+    let first = if nd > 0.0 {
+        first.add(dense, nd).add(lay, -nd)
+    } else {
+        first
+    };
     let mtp = m.mtp_layers as f64;
-    let last = last.add(lay, mtp).add(last, mtp);
+    let last = if mtp > 0.0 {
+        last.add(lay, mtp).add(last, mtp)
+    } else {
+        last
+    };
     let (pp1, pp_bytes) = pp_comm(&c)?;
     let (worst, st, bubble) = pipeline(&c, &lay, &first, &last, pp1, tr);
     let mb = plan.micro_batches as f64;
@@ -321,22 +338,26 @@ fn pipeline<T: Trace>(
     let n = |k: u32| Block::default().add(*lay, k as f64);
     let (worst, sum) = if plan.pp == 1 {
         let all = n(st.first).add(*first, 1.0).add(*last, 1.0);
-        (all, run(&all).0)
+        let t = run(&all);
+        ((all, t), t.0)
     } else {
         let f = n(st.first).add(*first, 1.0);
         let l = n(st.last).add(*last, 1.0);
         let mid = n(st.mid_max);
         let per_layer_mid = run(&n(1)).0 - pp1;
         let mids = per_layer_mid * st.mid_sum as f64 + pp1 * (plan.pp - 2) as f64;
-        let sum = run(&f).0 + run(&l).0 + mids;
-        let worst = [f, l, mid]
-            .into_iter()
-            .filter(|b| b.fwd.compute() > Seconds::ZERO)
-            .max_by(|a, b| run(a).0.get().total_cmp(&run(b).0.get()))
-            .unwrap_or(f);
+        let (tf, tl) = (run(&f), run(&l));
+        let sum = tf.0 + tl.0 + mids;
+        let mut worst = if tl.0 > tf.0 { (l, tl) } else { (f, tf) };
+        if st.mid_max > 0 {
+            let tm = run(&mid);
+            if tm.0 > worst.1.0 {
+                worst = (mid, tm);
+            }
+        }
         (worst, sum)
     };
-    let stt = run(&worst);
+    let (worst, stt) = worst;
     let bubble = if plan.pp == 1 {
         Seconds::ZERO
     } else {

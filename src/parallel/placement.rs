@@ -28,12 +28,6 @@ pub struct Placement {
     pub tp: Span,
     /// Context-parallel group (next to TP, as Megatron-LM's `tp-cp-ep-dp-pp`).
     pub cp: Span,
-    /// The ranks that hold the same weights: CP × DP (gradients reduce over them).
-    pub dp_cp: Span,
-    /// HSDP shard group (the inner `hsdp` ranks of DP; DP itself without HSDP).
-    pub shard: Span,
-    /// HSDP replica group (the outer `dp / hsdp` ranks of DP; empty without HSDP).
-    pub replica: Span,
     /// Expert-parallel group (inner part of DP).
     pub ep: Span,
     /// Data-parallel group.
@@ -136,44 +130,64 @@ impl Placement {
         };
         let tp = c.take(plan.tp, "tp")?;
         let cp = c.take(plan.cp, "cp")?;
-        let (ep, dp, pp, shard, replica);
+        let (ep, dp, pp);
         match plan.order {
             Order::TpDpPp => {
-                (ep, dp, shard, replica) = take_dp(&mut c, plan)?;
+                ep = c.take(plan.ep, "ep")?;
+                let rest = c.take(plan.dp / plan.ep, "dp")?;
+                dp = merge(&ep, &rest, plan.dp);
                 pp = c.take(plan.pp, "pp")?;
             }
             Order::TpPpDp => {
                 pp = c.take(plan.pp, "pp")?;
-                (ep, dp, shard, replica) = take_dp(&mut c, plan)?;
+                ep = c.take(plan.ep, "ep")?;
+                let rest = c.take(plan.dp / plan.ep, "dp")?;
+                dp = merge(&ep, &rest, plan.dp);
             }
         }
-        let dp_cp = merge(&cp, &dp, plan.cp * plan.dp);
-        Ok(Placement {
-            tp,
-            cp,
-            dp_cp,
-            shard,
-            replica,
-            ep,
-            dp,
-            pp,
-        })
+        Ok(Placement { tp, cp, ep, dp, pp })
     }
 }
 
-/// The DP group from the cursor: EP first within it (Megatron-LM), or with HSDP the
-/// shard group first and the replicas outside it. Returns (ep, dp, shard, replica).
-fn take_dp(c: &mut Cursor, plan: &Plan) -> Result<(Span, Span, Span, Span)> {
-    let ep = c.take(plan.ep, "ep")?;
-    if plan.hsdp > 1 {
-        let rest = c.take(plan.hsdp / plan.ep, "hsdp")?;
-        let shard = merge(&ep, &rest, plan.hsdp);
-        let replica = c.take(plan.dp / plan.hsdp, "hsdp")?;
-        return Ok((ep, merge(&shard, &replica, plan.dp), shard, replica));
+impl Placement {
+    /// The ranks that hold the same weights, CP × DP: gradients are reduced and ZeRO
+    /// states sharded over them (Megatron-LM's data-parallel group with context parallel).
+    pub fn dp_with_cp(&self) -> Span {
+        merge(&self.cp, &self.dp, self.cp.size * self.dp.size)
     }
-    let rest = c.take(plan.dp / plan.ep, "dp")?;
-    let dp = merge(&ep, &rest, plan.dp);
-    Ok((ep, dp, dp, Span::EMPTY))
+}
+
+impl Span {
+    /// Splits the group into its inner `inner` ranks and the outer rest (HSDP's shard and
+    /// replica groups), innermost dimensions first: `inner` must divide a prefix of the
+    /// spanned extents.
+    pub fn split(&self, inner: u32) -> Result<(Span, Span)> {
+        let (mut a, mut b) = (Span::EMPTY, Span::EMPTY);
+        (a.size, b.size) = (inner, self.size / inner.max(1));
+        let mut need = inner;
+        for i in 0..self.n {
+            let d = self.dims[i];
+            let take = if need >= d.size && need.is_multiple_of(d.size) {
+                d.size
+            } else if d.size.is_multiple_of(need) {
+                need
+            } else {
+                return Err(bad(
+                    "hsdp",
+                    format!("group of {inner} does not align with the DP dimensions"),
+                ));
+            };
+            for (s, k) in [(&mut a, take), (&mut b, d.size / take)] {
+                if k > 1 {
+                    s.index[s.n] = self.index[i];
+                    s.dims[s.n] = Dim { size: k, ..d };
+                    s.n += 1;
+                }
+            }
+            need /= take;
+        }
+        Ok((a, b))
+    }
 }
 
 /// The union of two consecutive spans (EP then the rest of DP).

@@ -113,11 +113,19 @@ pub(super) fn dp_comm<T: Trace>(c: &Ctx, params: f64, worst: &Block, tr: &mut T)
     let plan = c.plan;
     let g = plan.optimizer.bytes_per_param().1;
     let (grad, weights) = (params * g, params * c.e);
-    let dp = &c.place.dp_cp;
+    let dp = c.grad_span;
     if plan.zero == 3 {
         // HSDP: shard within the inner group, all-reduce across replicas (hsdp.rs).
-        let dp = if plan.hsdp > 1 { &c.place.shard } else { dp };
-        let (re, rh, rb) = super::hsdp::replica_reduce(c, grad, worst)?;
+        let groups = if plan.hsdp > 1 {
+            Some(super::hsdp::groups(c)?)
+        } else {
+            None
+        };
+        let dp = groups.as_ref().map_or(dp, |g| &g.0);
+        let (re, rh, rb) = match &groups {
+            Some((_, replica)) => super::hsdp::replica_reduce(c, replica, grad, worst)?,
+            None => (Seconds::ZERO, Seconds::ZERO, 0.0),
+        };
         let ag = coll(C::AllGather, weights, dp, c.dp_coll)?;
         let rs = coll(C::ReduceScatter, grad, dp, c.dp_coll)?;
         let mb = plan.micro_batches as f64;

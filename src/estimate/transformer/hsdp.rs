@@ -10,16 +10,27 @@ use super::{Block, Ctx};
 use crate::collective::Collective as C;
 use crate::error::Result;
 use crate::estimate::{coll, overlap};
+use crate::parallel::Span;
 use crate::units::Seconds;
 
+/// The shard and replica groups: the inner `hsdp` ranks of DP and the rest.
+pub(super) fn groups(c: &Ctx) -> Result<(Span, Span)> {
+    c.place.dp.split(c.plan.hsdp)
+}
+
 /// The replica groups' all-reduce of the gradient shard: (exposed, hidden, bytes).
-pub(super) fn replica_reduce(c: &Ctx, grad: f64, worst: &Block) -> Result<(Seconds, Seconds, f64)> {
+pub(super) fn replica_reduce(
+    c: &Ctx,
+    replica: &Span,
+    grad: f64,
+    worst: &Block,
+) -> Result<(Seconds, Seconds, f64)> {
     let plan = c.plan;
     if plan.hsdp <= 1 || plan.hsdp >= plan.dp {
         return Ok((Seconds::ZERO, Seconds::ZERO, 0.0));
     }
     let shard = grad / plan.hsdp as f64;
-    let ar = coll(C::AllReduce, shard, &c.place.replica, c.dp_coll)?;
+    let ar = coll(C::AllReduce, shard, replica, c.dp_coll)?;
     let last = ar * (plan.dp_bucket.get() / shard).min(1.0);
     let (e, h) = overlap(ar - last, worst.bwd.free(plan.tp_overlap), plan.dp_overlap);
     Ok((e + last, h, shard))
