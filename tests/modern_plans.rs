@@ -315,3 +315,28 @@ fn seq_len_override_equals_the_model_at_that_length() {
     assert_eq!(a.time.total, b.time.total);
     assert_eq!(a.memory.total, b.memory.total);
 }
+
+#[test]
+fn sweep_precision_axis_counts_unsupported_formats() {
+    // FP8 and NVFP4 on 8 H100s: NVFP4 has no Hopper peak, so its plans are counted
+    // invalid with that reason; FP8 plans are evaluated with their precision.
+    let m = catalog::model("llama3-8b").unwrap();
+    let sys = catalog::system("dgx-h100").unwrap().with_gpus(8).unwrap();
+    let mut ax = Axes::default_for(8);
+    ax.precision = vec![
+        (Precision::Fp8, astrolabe::compute::Fp8Recipe::Current),
+        (Precision::Nvfp4, astrolabe::compute::Fp8Recipe::Delayed),
+    ];
+    let g = Grid::build(&m, &sys, 64, ax).unwrap();
+    assert!(
+        g.structural
+            .iter()
+            .all(|s| s.plan.precision == Precision::Fp8)
+    );
+    assert!(!g.structural.is_empty());
+    assert!(
+        g.invalid
+            .iter()
+            .any(|d| d.reason.contains("precision not supported") && d.count > 0)
+    );
+}

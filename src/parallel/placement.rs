@@ -241,6 +241,28 @@ mod tests {
     }
 
     #[test]
+    fn hsdp_split_takes_the_inner_ranks() {
+        // TP 2 on 8 nodes × 8: DP 32 = 4 on NVSwitch (dim 0) × 8 nodes (dim 1). Shard
+        // groups of 8 take the 4 in-node ranks and 2 nodes; the 4 replicas span dim 1.
+        let p = place(2, 1, 64).unwrap();
+        let (shard, replica) = p.dp.split(8).unwrap();
+        assert_eq!((shard.size, shard.n), (8, 2));
+        assert_eq!((shard.dims[0].size, shard.dims[1].size), (4, 2));
+        assert_eq!(
+            (
+                replica.size,
+                replica.n,
+                replica.index[0],
+                replica.dims[0].size
+            ),
+            (4, 1, 1, 4)
+        );
+        assert!(p.dp.split(3).is_err());
+        // Without CP, DP × CP is DP itself.
+        assert_eq!(p.dp_with_cp(), p.dp);
+    }
+
+    #[test]
     fn misaligned_group_is_an_error() {
         // TP 3 does not divide the 8-GPU NVSwitch dimension (96 heads are divisible by 3).
         let e = place(3, 1, 24).unwrap_err().to_string();
