@@ -12,7 +12,7 @@ use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
-const HEADER: [&str; 26] = [
+const HEADER: [&str; 27] = [
     "index",
     "network",
     "gpus",
@@ -34,6 +34,7 @@ const HEADER: [&str; 26] = [
     "cp_kind",
     "seq_len",
     "precision",
+    "etp",
     "status",
     "iteration_time_s",
     "tokens_per_s",
@@ -185,6 +186,7 @@ pub fn describe(p: &Plan, network: &str, i: u64) -> Vec<String> {
         p.cp_kind.name().to_string(),
         p.seq_len.to_string(),
         precision_name(p),
+        p.etp.to_string(),
     ]
 }
 
