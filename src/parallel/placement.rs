@@ -162,29 +162,19 @@ impl Span {
     /// replica groups), innermost dimensions first: `inner` must divide a prefix of the
     /// spanned extents.
     pub fn split(&self, inner: u32) -> Result<(Span, Span)> {
-        let (mut a, mut b) = (Span::EMPTY, Span::EMPTY);
-        (a.size, b.size) = (inner, self.size / inner.max(1));
-        let mut need = inner;
-        for i in 0..self.n {
-            let d = self.dims[i];
-            let take = if need >= d.size && need.is_multiple_of(d.size) {
-                d.size
-            } else if d.size.is_multiple_of(need) {
-                need
-            } else {
-                return Err(bad(
-                    "hsdp",
-                    format!("group of {inner} does not align with the DP dimensions"),
-                ));
-            };
-            for (s, k) in [(&mut a, take), (&mut b, d.size / take)] {
-                if k > 1 {
-                    s.index[s.n] = self.index[i];
-                    s.dims[s.n] = Dim { size: k, ..d };
-                    s.n += 1;
-                }
+        let dims = self.slice();
+        let mut c = Cursor {
+            dims,
+            at: 0,
+            left: dims.first().map_or(1, |d| d.size),
+        };
+        let mut a = c.take(inner, "hsdp")?;
+        let mut b = c.take(self.size / inner.max(1), "hsdp")?;
+        // The cursor numbers this span's dimensions; map them back to the topology's.
+        for s in [&mut a, &mut b] {
+            for i in 0..s.n {
+                s.index[i] = self.index[s.index[i] as usize];
             }
-            need /= take;
         }
         Ok((a, b))
     }
