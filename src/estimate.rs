@@ -261,8 +261,7 @@ pub fn explain(model: &Model, system: &System, plan: &Plan) -> Result<(Estimate,
 }
 
 fn run<T: Trace>(model: &Model, system: &System, plan: &Plan, tr: &mut T) -> Result<Estimate> {
-    let mut place = Placement::EMPTY;
-    place.fill(plan, system.topology.dims())?;
+    let place = Placement::new(plan, system.topology.dims())?;
     if system.custom_collectives() {
         tr.line(|| system.describe_collectives());
     }

@@ -315,3 +315,69 @@ fn seq_len_override_equals_the_model_at_that_length() {
     assert_eq!(a.time.total, b.time.total);
     assert_eq!(a.memory.total, b.memory.total);
 }
+
+#[test]
+fn sweep_precision_axis_counts_unsupported_formats() {
+    // FP8 and NVFP4 on 8 H100s: NVFP4 has no Hopper peak, so its plans are counted
+    // invalid with that reason; FP8 plans are evaluated with their precision.
+    let m = catalog::model("llama3-8b").unwrap();
+    let sys = catalog::system("dgx-h100").unwrap().with_gpus(8).unwrap();
+    let mut ax = Axes::default_for(8);
+    ax.precision = vec![
+        (Precision::Fp8, astrolabe::compute::Fp8Recipe::Current),
+        (Precision::Nvfp4, astrolabe::compute::Fp8Recipe::Delayed),
+    ];
+    let g = Grid::build(&m, &sys, 64, ax).unwrap();
+    assert!(
+        g.structural
+            .iter()
+            .all(|s| s.plan.precision == Precision::Fp8)
+    );
+    assert!(!g.structural.is_empty());
+    assert!(
+        g.invalid
+            .iter()
+            .any(|d| d.reason.contains("precision not supported") && d.count > 0)
+    );
+}
+
+#[test]
+fn expert_tensor_parallelism_holds_whole_experts() {
+    // Mixtral 8x7B on 16 H100s, TP 2, EP 8: with ETP 1 each device keeps its expert whole
+    // instead of half of it: weights grow by 32 layers × 1 expert × P_mlp / 2 × 2 B, and
+    // the sweep's ETP axis lists both.
+    let spec = PlanSpec {
+        gpus: Some(16),
+        tp: 2,
+        ep: 8,
+        global_batch: Some(8),
+        flash_attention: true,
+        ..PlanSpec::default()
+    };
+    let two = run("mixtral-8x7b", "dgx-h100", spec.clone());
+    let one = run(
+        "mixtral-8x7b",
+        "dgx-h100",
+        PlanSpec {
+            etp: Some(1),
+            ..spec
+        },
+    );
+    let mlp = catalog::model("mixtral-8x7b")
+        .unwrap()
+        .transformer()
+        .unwrap()
+        .mlp_params;
+    assert_relative_eq!(
+        one.memory.weights.get() - two.memory.weights.get(),
+        32.0 * mlp / 2.0 * 2.0,
+        max_relative = 1e-9
+    );
+    let m = catalog::model("mixtral-8x7b").unwrap();
+    let sys = catalog::system("dgx-h100").unwrap().with_gpus(16).unwrap();
+    let mut ax = Axes::default_for(16);
+    (ax.tp, ax.ep, ax.etp) = (vec![2], vec![8], vec![1, 2]);
+    let g = Grid::build(&m, &sys, 8, ax).unwrap();
+    let etps: std::collections::BTreeSet<u32> = g.structural.iter().map(|s| s.plan.etp).collect();
+    assert_eq!(etps.into_iter().collect::<Vec<_>>(), vec![1, 2]);
+}

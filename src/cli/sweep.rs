@@ -94,6 +94,9 @@ pub struct SweepArgs {
     /// Precisions: bf16, fp16, fp8, fp8:current, fp8:block, mxfp8, nvfp4.
     #[arg(long, value_delimiter = ',')]
     pub precision: Vec<String>,
+    /// Expert tensor-parallel degrees (MoE; each must divide tp; default etp = tp).
+    #[arg(long, value_delimiter = ',')]
+    pub etp: Vec<u32>,
     /// A network to compare, `NAME=TOPOLOGY` (repeatable), replacing the system's network.
     #[arg(long = "network")]
     pub networks: Vec<String>,
@@ -338,6 +341,9 @@ fn build_axes(a: &SweepArgs, f: &SweepFile, system: &crate::system::System) -> R
 fn extra_axes(a: &SweepArgs, fa: &file::AxesFile, ax: &mut Axes) -> Result<()> {
     if let Some(v) = pick(&a.seq_len, &fa.seq_len) {
         ax.seq_len = v;
+    }
+    if let Some(v) = pick(&a.etp, &fa.etp) {
+        ax.etp = v;
     }
     let cps = pick(&a.cp, &fa.cp).unwrap_or_else(|| vec![1]);
     let kinds = match pick(&a.cp_kind, &fa.cp_kind) {

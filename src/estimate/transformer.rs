@@ -115,6 +115,8 @@ struct Ctx<'a> {
     attn_peak: FlopRate,
     plan: &'a Plan,
     place: &'a Placement,
+    /// The gradient-reduction group: DP, or DP × CP with context parallelism.
+    grad_span: &'a crate::parallel::Span,
     /// Main-loop speedup of the linear GEMMs over 16-bit (peak / 16-bit peak).
     speedup: f64,
     /// Options of the collectives (the system's `[collective]` table).
@@ -208,8 +210,13 @@ pub(super) fn evaluate<T: Trace>(
     tr: &mut T,
 ) -> Result<Estimate> {
     let dev = &sys.device;
-    let seq = m.with_seq_len(plan.seq_len);
-    let m = &seq;
+    let seq;
+    let m = if plan.seq_len as f64 == m.s {
+        m
+    } else {
+        seq = m.with_seq_len(plan.seq_len);
+        &seq
+    };
     let peak = dev.peak(plan.precision)?;
     let attn_peak = if plan.precision.is_low() {
         dev.peak(crate::compute::Precision::Bf16).unwrap_or(peak)
@@ -221,8 +228,16 @@ pub(super) fn evaluate<T: Trace>(
     let r = tokens * m.h;
     let rep = if plan.sp { r / t } else { r };
     let e = plan.precision.activation_bytes();
+    let dp_cp;
+    let grad_span = if plan.cp > 1 {
+        dp_cp = place.dp_with_cp();
+        &dp_cp
+    } else {
+        &place.dp
+    };
     let c = Ctx {
         m,
+        grad_span,
         dev,
         peak,
         attn_peak,
@@ -238,20 +253,13 @@ pub(super) fn evaluate<T: Trace>(
         kappa: dev.spec.efficiency.overlap_slowdown,
         scale_up_dims: sys.spec.scale_up_dims,
         layer_params: layer_params(m, plan),
-        tp_dp_share: share_dims(&place.tp, &place.dp_cp),
+        tp_dp_share: share_dims(&place.tp, grad_span),
     };
     explain_header(&c, tr);
     let (lay, tpw) = layer(&c, tr)?;
-    let dense_model = m.dense_layer();
     let dense = if m.dense_layers > 0 {
-        layer(
-            &Ctx {
-                m: &dense_model,
-                ..c
-            },
-            tr,
-        )?
-        .0
+        let dm = m.dense_layer();
+        layer(&Ctx { m: &dm, ..c }, tr)?.0
     } else {
         lay
     };
@@ -259,9 +267,17 @@ pub(super) fn evaluate<T: Trace>(
     // The first `dense_layers` layers (dense MLP) sit on the first stage; MTP modules
     // (one layer and one more head each) on the last.
     let nd = m.dense_layers.min(plan.stages.first) as f64;
-    let first = first.add(dense, nd).add(lay, -nd);
+    let first = if nd > 0.0 {
+        first.add(dense, nd).add(lay, -nd)
+    } else {
+        first
+    };
     let mtp = m.mtp_layers as f64;
-    let last = last.add(lay, mtp).add(last, mtp);
+    let last = if mtp > 0.0 {
+        last.add(lay, mtp).add(last, mtp)
+    } else {
+        last
+    };
     let (worst, st, bubble) = pipeline(&c, &lay, &first, &last, tr);
     let mb = plan.micro_batches as f64;
     let mut times = Times {
@@ -395,22 +411,29 @@ fn pipeline<T: Trace>(
     let n = |k: u32| Block::default().add(*lay, k as f64);
     let (worst, sum) = if plan.pp == 1 {
         let all = n(st.first).add(*first, 1.0).add(*last, 1.0);
-        (all, stage_time(&all).total)
+        let t = stage_time(&all);
+        ((all, t), t.total)
     } else {
         let f = n(st.first).add(*first, 1.0);
         let l = n(st.last).add(*last, 1.0);
         let mid = n(st.mid_max);
         let mids = stage_time(&n(1)).total * st.mid_sum as f64;
-        let sum = stage_time(&f).total + stage_time(&l).total + mids;
-        let worst = [f, l, mid]
-            .into_iter()
-            .filter(|b| b.fwd.compute() > Seconds::ZERO)
-            .map(|b| (stage_time(&b).total.get(), b))
-            .max_by(|a, b| a.0.total_cmp(&b.0))
-            .map_or(f, |(_, b)| b);
+        let (tf, tl) = (stage_time(&f), stage_time(&l));
+        let sum = tf.total + tl.total + mids;
+        let mut worst = if tl.total > tf.total {
+            (l, tl)
+        } else {
+            (f, tf)
+        };
+        if st.mid_max > 0 {
+            let tm = stage_time(&mid);
+            if tm.total > worst.1.total {
+                worst = (mid, tm);
+            }
+        }
         (worst, sum)
     };
-    let stt = stage_time(&worst);
+    let (worst, stt) = worst;
     let bubble = if plan.pp == 1 {
         Seconds::ZERO
     } else {

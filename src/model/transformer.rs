@@ -312,8 +312,12 @@ impl Transformer {
     pub fn forward_flops_per_token(&self) -> f64 {
         let core = self.attention_core_flops_per_token();
         let layer = 2.0 * self.active_matmul_params_per_layer() + core;
-        let dense = 2.0 * self.dense_layer().active_matmul_params_per_layer() + core;
         let d = self.dense_layers as f64;
+        let dense = if d > 0.0 {
+            2.0 * self.dense_layer().active_matmul_params_per_layer() + core
+        } else {
+            0.0
+        };
         let head = 2.0 * self.v * self.h;
         let mtp = self.mtp_layers as f64 * (layer + 4.0 * self.h * self.h + head);
         (self.layers as f64 - d) * layer + d * dense + head + mtp

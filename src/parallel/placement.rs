@@ -28,12 +28,6 @@ pub struct Placement {
     pub tp: Span,
     /// Context-parallel group (next to TP, as Megatron-LM's `tp-cp-ep-dp-pp`).
     pub cp: Span,
-    /// The ranks that hold the same weights: CP × DP (gradients reduce over them).
-    pub dp_cp: Span,
-    /// HSDP shard group (the inner `hsdp` ranks of DP; DP itself without HSDP).
-    pub shard: Span,
-    /// HSDP replica group (the outer `dp / hsdp` ranks of DP; empty without HSDP).
-    pub replica: Span,
     /// Expert-parallel group (inner part of DP).
     pub ep: Span,
     /// Data-parallel group.
@@ -75,10 +69,9 @@ struct Cursor<'a> {
 impl Cursor<'_> {
     /// Takes a group of `size` from the remaining capacity: a divisor of the current
     /// dimension's remainder, or whole remainders followed by a divisor of the next.
-    /// Writes the group into `span` in place (spans are large; the hot path copies none).
-    fn take(&mut self, size: u32, what: &str, span: &mut Span) -> Result<()> {
+    fn take(&mut self, size: u32, what: &str) -> Result<Span> {
+        let mut span = Span::EMPTY;
         span.size = size;
-        span.n = 0;
         let mut need = size;
         while need > 1 {
             let Some(dim) = self.dims.get(self.at) else {
@@ -115,34 +108,15 @@ impl Cursor<'_> {
                 self.left = self.dims.get(self.at).map_or(1, |d| d.size);
             }
         }
-        Ok(())
+        Ok(span)
     }
 }
 
 impl Placement {
-    /// No groups (every span empty).
-    pub const EMPTY: Placement = Placement {
-        tp: Span::EMPTY,
-        cp: Span::EMPTY,
-        dp_cp: Span::EMPTY,
-        shard: Span::EMPTY,
-        replica: Span::EMPTY,
-        ep: Span::EMPTY,
-        dp: Span::EMPTY,
-        pp: Span::EMPTY,
-    };
-
     /// Maps the plan's groups onto `dims` (innermost first): TP, CP, then DP (EP first within
     /// it), then PP, or TP, PP, DP with [`Order::TpPpDp`]. Errors when a group does not
     /// align with the dimension sizes or the plan needs more devices than the topology has.
     pub fn new(plan: &Plan, dims: &[Dim]) -> Result<Placement> {
-        let mut p = Placement::EMPTY;
-        p.fill(plan, dims)?;
-        Ok(p)
-    }
-
-    /// As [`Placement::new`], written in place (the estimate's hot path).
-    pub fn fill(&mut self, plan: &Plan, dims: &[Dim]) -> Result<()> {
         let total: u64 = dims.iter().map(|d| d.size as u64).product();
         if plan.gpus as u64 > total {
             return Err(bad(
@@ -155,46 +129,61 @@ impl Placement {
             at: 0,
             left: dims.first().map_or(1, |d| d.size),
         };
-        c.take(plan.tp, "tp", &mut self.tp)?;
-        c.take(plan.cp, "cp", &mut self.cp)?;
+        let tp = c.take(plan.tp, "tp")?;
+        let cp = c.take(plan.cp, "cp")?;
+        let (ep, dp, pp);
         match plan.order {
             Order::TpDpPp => {
-                take_dp(&mut c, plan, self)?;
-                c.take(plan.pp, "pp", &mut self.pp)?;
+                ep = c.take(plan.ep, "ep")?;
+                let rest = c.take(plan.dp / plan.ep, "dp")?;
+                dp = merge(&ep, &rest, plan.dp);
+                pp = c.take(plan.pp, "pp")?;
             }
             Order::TpPpDp => {
-                c.take(plan.pp, "pp", &mut self.pp)?;
-                take_dp(&mut c, plan, self)?;
+                pp = c.take(plan.pp, "pp")?;
+                ep = c.take(plan.ep, "ep")?;
+                let rest = c.take(plan.dp / plan.ep, "dp")?;
+                dp = merge(&ep, &rest, plan.dp);
             }
         }
-        merge(&self.cp, &self.dp, plan.cp * plan.dp, &mut self.dp_cp);
-        Ok(())
+        Ok(Placement { tp, cp, ep, dp, pp })
     }
 }
 
-/// The DP group from the cursor: EP first within it (Megatron-LM), or with HSDP the
-/// shard group first and the replicas outside it; fills ep, dp, shard and replica.
-fn take_dp(c: &mut Cursor, plan: &Plan, p: &mut Placement) -> Result<()> {
-    c.take(plan.ep, "ep", &mut p.ep)?;
-    if plan.hsdp > 1 {
-        // `dp` holds the rest of the shard group until the merges below.
-        c.take(plan.hsdp / plan.ep, "hsdp", &mut p.dp)?;
-        merge(&p.ep, &p.dp, plan.hsdp, &mut p.shard);
-        c.take(plan.dp / plan.hsdp, "hsdp", &mut p.replica)?;
-        merge(&p.shard, &p.replica, plan.dp, &mut p.dp);
-        return Ok(());
+impl Placement {
+    /// The ranks that hold the same weights, CP × DP: gradients are reduced and ZeRO
+    /// states sharded over them (Megatron-LM's data-parallel group with context parallel).
+    pub fn dp_with_cp(&self) -> Span {
+        merge(&self.cp, &self.dp, self.cp.size * self.dp.size)
     }
-    c.take(plan.dp / plan.ep, "dp", &mut p.replica)?;
-    merge(&p.ep, &p.replica, plan.dp, &mut p.dp);
-    p.shard = p.dp;
-    p.replica.size = 1;
-    p.replica.n = 0;
-    Ok(())
 }
 
-/// The union of two consecutive spans (EP then the rest of DP), into `out`.
-fn merge(a: &Span, b: &Span, size: u32, out: &mut Span) {
-    *out = *a;
+impl Span {
+    /// Splits the group into its inner `inner` ranks and the outer rest (HSDP's shard and
+    /// replica groups), innermost dimensions first: `inner` must divide a prefix of the
+    /// spanned extents.
+    pub fn split(&self, inner: u32) -> Result<(Span, Span)> {
+        let dims = self.slice();
+        let mut c = Cursor {
+            dims,
+            at: 0,
+            left: dims.first().map_or(1, |d| d.size),
+        };
+        let mut a = c.take(inner, "hsdp")?;
+        let mut b = c.take(self.size / inner.max(1), "hsdp")?;
+        // The cursor numbers this span's dimensions; map them back to the topology's.
+        for s in [&mut a, &mut b] {
+            for i in 0..s.n {
+                s.index[i] = self.index[s.index[i] as usize];
+            }
+        }
+        Ok((a, b))
+    }
+}
+
+/// The union of two consecutive spans (EP then the rest of DP).
+fn merge(a: &Span, b: &Span, size: u32) -> Span {
+    let mut out = *a;
     out.size = size;
     for i in 0..b.n {
         if out.n > 0 && out.index[out.n - 1] == b.index[i] {
@@ -205,6 +194,7 @@ fn merge(a: &Span, b: &Span, size: u32, out: &mut Span) {
             out.n += 1;
         }
     }
+    out
 }
 
 #[cfg(test)]
@@ -239,6 +229,28 @@ mod tests {
         // …TP 8, PP 8 on 64: PP on dim 1.
         let p = place(8, 8, 64).unwrap();
         assert_eq!((p.pp.n, p.pp.index[0], p.pp.dims[0].size), (1, 1, 8));
+    }
+
+    #[test]
+    fn hsdp_split_takes_the_inner_ranks() {
+        // TP 2 on 8 nodes × 8: DP 32 = 4 on NVSwitch (dim 0) × 8 nodes (dim 1). Shard
+        // groups of 8 take the 4 in-node ranks and 2 nodes; the 4 replicas span dim 1.
+        let p = place(2, 1, 64).unwrap();
+        let (shard, replica) = p.dp.split(8).unwrap();
+        assert_eq!((shard.size, shard.n), (8, 2));
+        assert_eq!((shard.dims[0].size, shard.dims[1].size), (4, 2));
+        assert_eq!(
+            (
+                replica.size,
+                replica.n,
+                replica.index[0],
+                replica.dims[0].size
+            ),
+            (4, 1, 1, 4)
+        );
+        assert!(p.dp.split(3).is_err());
+        // Without CP, DP × CP is DP itself.
+        assert_eq!(p.dp_with_cp(), p.dp);
     }
 
     #[test]

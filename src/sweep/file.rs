@@ -93,6 +93,8 @@ pub struct AxesFile {
     pub seq_len: Option<Vec<u32>>,
     /// Precisions: "bf16", "fp8", "fp8:current", "fp8:block", "mxfp8", "nvfp4", ….
     pub precision: Option<Vec<String>>,
+    /// Expert tensor-parallel degrees (each must divide tp).
+    pub etp: Option<Vec<u32>>,
 }
 
 /// `[[networks]]`: a named topology in the command-line syntax.

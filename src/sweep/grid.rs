@@ -43,6 +43,8 @@ pub struct Axes {
     pub seq_len: Vec<u32>,
     /// (precision, FP8 recipe); a precision the device lacks is counted as invalid.
     pub precision: Vec<(Precision, Fp8Recipe)>,
+    /// Expert tensor-parallel degrees; empty means etp = tp.
+    pub etp: Vec<u32>,
     /// Micro-batch sizes.
     pub micro_batch: Vec<u32>,
     /// (schedule, chunks per stage v); v is 1 except for the interleaved schedule.
@@ -80,6 +82,7 @@ impl Axes {
             cp: vec![(1, CpKind::Ring)],
             seq_len: Vec::new(),
             precision: vec![(Precision::Bf16, Fp8Recipe::Delayed)],
+            etp: Vec::new(),
             micro_batch: vec![1, 2, 4, 8, 16],
             schedules: vec![
                 (Schedule::Gpipe, 1),
@@ -270,7 +273,7 @@ impl Grid {
                         continue;
                     }
                     for (&ep, x) in eps.iter().flat_map(|e| extras.iter().map(move |x| (e, x))) {
-                        let ((cp, cp_kind), seq, (precision, fp8_recipe)) = *x;
+                        let ((cp, cp_kind), seq, (precision, fp8_recipe), etp) = *x;
                         for &mb in &axes.micro_batch {
                             for (k, &(schedule, v)) in axes.schedules.iter().enumerate() {
                                 total += knobs;
@@ -297,6 +300,7 @@ impl Grid {
                                     seq_len: seq,
                                     precision,
                                     fp8_recipe,
+                                    etp,
                                     micro_batch: mb,
                                     global_batch: Some(global_batch),
                                     schedule,
@@ -363,21 +367,29 @@ impl Grid {
 }
 
 /// A structural combination beyond tp/pp/ep: (CP degree and kind), sequence length
-/// (None = the model's), (precision, recipe).
-type Extra = ((u32, CpKind), Option<u32>, (Precision, Fp8Recipe));
+/// (None = the model's), (precision, recipe), expert tensor parallelism (None = tp).
+type Extra = (
+    (u32, CpKind),
+    Option<u32>,
+    (Precision, Fp8Recipe),
+    Option<u32>,
+);
 
-/// The product of the CP, sequence-length and precision axes.
+/// The product of the CP, sequence-length, precision and ETP axes.
 fn extras(a: &Axes) -> Vec<Extra> {
-    let seqs: Vec<Option<u32>> = if a.seq_len.is_empty() {
-        vec![None]
-    } else {
-        a.seq_len.iter().map(|&s| Some(s)).collect()
+    let opt = |v: &[u32]| -> Vec<Option<u32>> {
+        if v.is_empty() {
+            vec![None]
+        } else {
+            v.iter().map(|&s| Some(s)).collect()
+        }
     };
+    let (seqs, etps) = (opt(&a.seq_len), opt(&a.etp));
     let mut out = Vec::new();
     for &cp in &a.cp {
         for &s in &seqs {
             for &p in &a.precision {
-                out.push((cp, s, p));
+                out.extend(etps.iter().map(|&e| (cp, s, p, e)));
             }
         }
     }

@@ -114,7 +114,7 @@ pub(super) fn dp_comm<T: Trace>(
     let plan = c.plan;
     let g = plan.optimizer.bytes_per_param().1;
     let (grad, weights) = (params * g, params * c.e);
-    let dp = &c.place.dp_cp;
+    let dp = c.grad_span;
     if dp.size <= 1 {
         return Ok((Comm::default(), Seconds::ZERO));
     }
@@ -201,16 +201,20 @@ pub(super) fn zero3<T: Trace>(
 ) -> Result<(Comm, Seconds)> {
     let plan = c.plan;
     let g = plan.optimizer.bytes_per_param().1;
-    // HSDP: shard within the inner group, all-reduce across replicas (hsdp.rs).
-    let dp = if plan.hsdp > 1 {
-        &c.place.shard
-    } else {
-        &c.place.dp_cp
-    };
-    if c.place.dp_cp.size <= 1 {
+    if c.grad_span.size <= 1 {
         return Ok((Comm::default(), Seconds::ZERO));
     }
-    let (replica, replica_bytes) = super::hsdp::replica_reduce(c, params * g, worst)?;
+    // HSDP: shard within the inner group, all-reduce across replicas (hsdp.rs).
+    let groups = if plan.hsdp > 1 {
+        Some(super::hsdp::groups(c)?)
+    } else {
+        None
+    };
+    let dp = groups.as_ref().map_or(c.grad_span, |g| &g.0);
+    let (replica, replica_bytes) = match &groups {
+        Some((_, r)) => super::hsdp::replica_reduce(c, r, params * g, worst)?,
+        None => (Overlap::default(), 0.0),
+    };
     let pl = c.layer_params;
     let outside = (params - nb.layers * pl).max(0.0);
     // Collectives per layer: ⌈P_l·g / bucket⌉, the bucket given or DeepSpeed's

@@ -11,16 +11,27 @@ use crate::collective::Collective as C;
 use crate::error::Result;
 use crate::estimate::coll;
 use crate::estimate::windows::{Overlap, bulk};
+use crate::parallel::Span;
+
+/// The shard and replica groups: the inner `hsdp` ranks of DP and the rest.
+pub(super) fn groups(c: &Ctx) -> Result<(Span, Span)> {
+    c.place.dp.split(c.plan.hsdp)
+}
 
 /// The replica groups' all-reduce of the gradient shard as a window (the last bucket
 /// exposed, the rest a bulk window under the last micro-batch's backward), and its bytes.
-pub(super) fn replica_reduce(c: &Ctx, grad: f64, worst: &Block) -> Result<(Overlap, f64)> {
+pub(super) fn replica_reduce(
+    c: &Ctx,
+    replica: &Span,
+    grad: f64,
+    worst: &Block,
+) -> Result<(Overlap, f64)> {
     let plan = c.plan;
     if plan.hsdp <= 1 || plan.hsdp >= plan.dp {
         return Ok((Overlap::default(), 0.0));
     }
     let shard = grad / plan.hsdp as f64;
-    let ar = coll(C::AllReduce, shard, &c.place.replica, c.dp_coll)?;
+    let ar = coll(C::AllReduce, shard, replica, c.dp_coll)?;
     let last = ar * (plan.dp_bucket_bytes().get() / shard).min(1.0);
     let w = if plan.dp_overlap {
         bulk(ar - last, worst.bwd.free() + worst.rec.free(), c.kappa)
