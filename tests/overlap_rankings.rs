@@ -32,8 +32,19 @@ fn opts() -> SearchOptions {
 
 /// The best plan of a sweep, or None when nothing fits.
 fn best(model: &str, gpus: u32, batch: u32, axes: impl FnOnce(&mut Axes)) -> Option<Estimate> {
+    best_on("dgx-a100", model, gpus, batch, axes)
+}
+
+/// As [`best`], on `system`.
+fn best_on(
+    system: &str,
+    model: &str,
+    gpus: u32,
+    batch: u32,
+    axes: impl FnOnce(&mut Axes),
+) -> Option<Estimate> {
     let m = catalog::model(model).unwrap();
-    let sys = catalog::system("dgx-a100").unwrap();
+    let sys = catalog::system(system).unwrap();
     let mut a = Axes::default_for(gpus);
     axes(&mut a);
     let grid = Grid::build(&m, &sys, batch, a).unwrap();
@@ -168,4 +179,19 @@ fn pure_zero3_is_not_first_on_2520_gpus() {
     let pure_zero3 = top.plan.zero == 3 && top.plan.tp == 1 && top.plan.pp == 1;
     assert!(!pure_zero3, "pure ZeRO-3 ranks first");
     assert!(tp_in_node(&top), "best plan TP {}", top.plan.tp);
+}
+
+#[test]
+fn llama3_405b_on_8192_h100_keeps_tp_in_the_node() {
+    // Dubey et al. 2024 Table 4: 8192 H100, TP 8 × PP 16 (126 layers: 7, 8 × 14, 7),
+    // batch 2048 sequences of 8192 tokens.
+    let top = best_on("dgx-h100", "llama3-405b", 8192, 2048, |_| {}).expect("a plan fits");
+    assert!(tp_in_node(&top), "best plan TP {}", top.plan.tp);
+    let published = best_on("dgx-h100", "llama3-405b", 8192, 2048, |a| {
+        a.tp = vec![8];
+        a.pp = vec![16];
+    })
+    .expect("TP 8 × PP 16 fits");
+    let gap = published.time.total.get() / top.time.total.get();
+    assert!(gap <= 1.10, "TP 8 × PP 16 is {gap}× the best time");
 }
