@@ -128,7 +128,9 @@ pub fn load(prefix: &Path, ctx: &Ctx) -> Result<Workload> {
     let n = ctx.net.npus() as usize;
     check_count(n, ctx)?;
     // Decode and convert each file in one step, so only the compact tasks of every NPU
-    // stay in memory (not the decoded records of all files at once).
+    // stay in memory (not the decoded records of all files at once). Results are gathered
+    // in rank order, so an error is always the lowest rank's (not whichever thread failed
+    // first).
     let nodes = std::sync::atomic::AtomicU64::new(0);
     let per: Vec<(Npu, Vec<CollKey>)> = (0..n)
         .into_par_iter()
@@ -142,6 +144,8 @@ pub fn load(prefix: &Path, ctx: &Ctx) -> Result<Workload> {
             crate::limits::TRACE_NODES.check(seen + recs.recs.len() as u64, "workload")?;
             convert_npu(&recs, r, ctx)
         })
+        .collect::<Vec<_>>()
+        .into_iter()
         .collect::<Result<_>>()?;
     merge(per, ctx)
 }
@@ -172,6 +176,8 @@ pub fn convert_recs(files: &[lean::Recs], ctx: &Ctx) -> Result<Workload> {
         .par_iter()
         .enumerate()
         .map(|(rank, f)| convert_npu(f, rank, ctx))
+        .collect::<Vec<_>>()
+        .into_iter()
         .collect::<Result<_>>()?;
     merge(per, ctx)
 }
