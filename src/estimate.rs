@@ -25,11 +25,14 @@
 //! Everything here is generic over a [`Trace`]: the hot path uses [`NoTrace`], whose
 //! closures are never called, so the explanation costs nothing when it is not asked for.
 
+mod memo;
 pub mod report;
 pub mod scenario;
 mod simple;
 mod transformer;
 pub mod windows;
+
+pub use memo::Memo;
 
 use crate::collective::{self, Collective, MAX_DIMS};
 use crate::error::Result;
@@ -250,25 +253,66 @@ pub fn plan(model: &Model, system: &System, spec: &PlanSpec) -> Result<Plan> {
 
 /// Evaluates one plan. Allocates nothing.
 pub fn evaluate(model: &Model, system: &System, plan: &Plan) -> Result<Estimate> {
-    run(model, system, plan, &mut NoTrace)
+    run(model, system, plan, &mut NoTrace, None)
+}
+
+/// [`evaluate`] reusing what `memo` holds from earlier plans (the sweep's hot loop). A memo
+/// belongs to one model and one list of systems; `system_index` is `system`'s index in that
+/// list. The result is identical to [`evaluate`]'s.
+pub fn evaluate_memo(
+    model: &Model,
+    system: &System,
+    system_index: usize,
+    plan: &Plan,
+    memo: &mut Memo,
+) -> Result<Estimate> {
+    run(
+        model,
+        system,
+        plan,
+        &mut NoTrace,
+        Some((memo, system_index)),
+    )
 }
 
 /// Evaluates one plan and returns the `--explain` derivation lines with it.
 pub fn explain(model: &Model, system: &System, plan: &Plan) -> Result<(Estimate, Vec<String>)> {
     let mut lines = Vec::new();
-    let e = run(model, system, plan, &mut lines)?;
+    let e = run(model, system, plan, &mut lines, None)?;
     Ok((e, lines))
 }
 
-fn run<T: Trace>(model: &Model, system: &System, plan: &Plan, tr: &mut T) -> Result<Estimate> {
-    let place = Placement::new(plan, system.topology.dims())?;
+fn run<T: Trace>(
+    model: &Model,
+    system: &System,
+    plan: &Plan,
+    tr: &mut T,
+    memo: Option<(&mut Memo, usize)>,
+) -> Result<Estimate> {
     if system.custom_collectives() {
         tr.line(|| system.describe_collectives());
     }
+    let make = || Placement::new(plan, system.topology.dims());
+    let (owned, place, layer);
+    match memo {
+        Some((memo, si)) => {
+            let Memo {
+                place: pc,
+                layer: lc,
+            } = memo;
+            place = memo::placement(pc, si, plan, make)?;
+            layer = Some((lc, si));
+        }
+        None => {
+            owned = make()?;
+            place = &owned;
+            layer = None;
+        }
+    }
     match &model.kind {
-        ModelKind::Transformer(t) => transformer::evaluate(t, system, plan, &place, tr),
-        ModelKind::Dlrm(d) => simple::dlrm(d, system, plan, &place, tr),
-        ModelKind::Layered(l) => simple::layered(l, system, plan, &place, tr),
+        ModelKind::Transformer(t) => transformer::evaluate(t, system, plan, place, tr, layer),
+        ModelKind::Dlrm(d) => simple::dlrm(d, system, plan, place, tr),
+        ModelKind::Layered(l) => simple::layered(l, system, plan, place, tr),
     }
 }
 

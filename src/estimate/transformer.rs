@@ -25,6 +25,7 @@ mod lora;
 mod lowp;
 mod tp;
 
+use super::memo::{LayerKey, Recent};
 use super::{Comm, CommClass, Estimate, GroupDims, Times, Trace, finish};
 use crate::compute::Device;
 use crate::error::Result;
@@ -35,6 +36,9 @@ use crate::system::System;
 use crate::units::{Bytes, FlopRate, Seconds};
 use comm::{Neighbours, dp_comm, embedding_sync, pp_hop, pp_windows, zero3};
 use layer::{ends, layer};
+
+/// The per-layer cache of a [`super::Memo`].
+pub(crate) type LayerMemo = Recent<LayerKey, Parts, 16>;
 
 /// Time of one pass of one layer (or one embedding/head block) for one micro-batch.
 #[derive(Clone, Copy, Debug, Default)]
@@ -208,6 +212,7 @@ pub(super) fn evaluate<T: Trace>(
     plan: &Plan,
     place: &Placement,
     tr: &mut T,
+    memo: Option<(&mut LayerMemo, usize)>,
 ) -> Result<Estimate> {
     let dev = &sys.device;
     let seq;
@@ -256,14 +261,26 @@ pub(super) fn evaluate<T: Trace>(
         tp_dp_share: share_dims(&place.tp, grad_span),
     };
     explain_header(&c, tr);
-    let (lay, tpw) = layer(&c, tr)?;
-    let dense = if m.dense_layers > 0 {
-        let dm = m.dense_layer();
-        layer(&Ctx { m: &dm, ..c }, tr)?.0
-    } else {
-        lay
+    let Parts {
+        lay,
+        tpw,
+        dense,
+        first,
+        last,
+    } = match memo {
+        Some((memo, system)) => {
+            let key = LayerKey::new(system, plan, place, c.tp_dp_share);
+            match memo.get(&key) {
+                Some(p) => *p,
+                None => {
+                    let p = parts(&c, tr)?;
+                    memo.put(key, p);
+                    p
+                }
+            }
+        }
+        None => parts(&c, tr)?,
     };
-    let (first, last) = ends(&c, &tpw, tr)?;
     // The first `dense_layers` layers (dense MLP) sit on the first stage; MTP modules
     // (one layer and one more head each) on the last.
     let nd = m.dense_layers.min(plan.stages.first) as f64;
@@ -349,6 +366,38 @@ pub(super) fn evaluate<T: Trace>(
         metrics,
         groups,
         tokens_per_sample: m.s,
+    })
+}
+
+/// The per-layer blocks of a plan, which a sweep's [`super::Memo`] reuses across plans
+/// that differ only in what these do not read.
+#[derive(Clone, Copy)]
+pub(crate) struct Parts {
+    /// One transformer layer and its TP windows.
+    lay: Block,
+    tpw: tp::TpWindows,
+    /// One dense-MLP layer (MoE models' first layers; `lay` otherwise).
+    dense: Block,
+    /// The embedding (first stage) and the head (last stage).
+    first: Block,
+    last: Block,
+}
+
+fn parts<T: Trace>(c: &Ctx, tr: &mut T) -> Result<Parts> {
+    let (lay, tpw) = layer(c, tr)?;
+    let dense = if c.m.dense_layers > 0 {
+        let dm = c.m.dense_layer();
+        layer(&Ctx { m: &dm, ..*c }, tr)?.0
+    } else {
+        lay
+    };
+    let (first, last) = ends(c, &tpw, tr)?;
+    Ok(Parts {
+        lay,
+        tpw,
+        dense,
+        first,
+        last,
     })
 }
 

@@ -105,16 +105,28 @@ const BLOCK: u64 = 1 << 16;
 /// Receives every outcome in index order.
 pub type Sink<'a, T> = &'a mut dyn FnMut(u64, &Outcome<T>);
 
-/// Evaluates `eval(i)` for every `i` in `0..n`. `sink`, when given, receives every
-/// outcome in index order (used to stream `--all` to a file).
-pub fn run<T, F>(n: u64, opts: RunOptions, eval: F, mut sink: Option<Sink<'_, T>>) -> RunResult<T>
+/// Evaluates `eval(state, i)` for every `i` in `0..n`, where `state` is a per-worker value
+/// made by `init` (the estimate's [`crate::estimate::Memo`]) that `eval` may reuse across
+/// the indices one worker evaluates. `sink`, when given, receives every outcome in index
+/// order (used to stream `--all` to a file).
+pub fn run<T, S, I, F>(
+    n: u64,
+    opts: RunOptions,
+    init: I,
+    eval: F,
+    mut sink: Option<Sink<'_, T>>,
+) -> RunResult<T>
 where
     T: Copy + Send + Sync,
-    F: Fn(u64) -> Outcome<T> + Sync,
+    S: Send,
+    I: Fn() -> S + Sync,
+    F: Fn(&mut S, u64) -> Outcome<T> + Sync,
 {
     let start = Instant::now();
     let bar = opts.progress.then(|| progress_bar(n));
     let mut acc = Acc::new(opts.top_k, opts.pareto_cap);
+    // The sequential path keeps one state for the whole run.
+    let mut serial = init();
     let mut buf: Vec<Outcome<T>> = Vec::new();
     let mut lo = 0;
     while lo < n {
@@ -122,29 +134,35 @@ where
         if let Some(sink) = sink.as_deref_mut() {
             buf.clear();
             if opts.parallel {
-                buf.par_extend((lo..hi).into_par_iter().map(&eval));
+                let eval = &eval;
+                buf.par_extend(chunks(lo, hi).into_par_iter().flat_map_iter(|(a, b)| {
+                    let mut state = init();
+                    (a..b).map(move |i| eval(&mut state, i))
+                }));
             } else {
-                buf.extend((lo..hi).map(&eval));
+                let mut state = init();
+                buf.extend((lo..hi).map(|i| eval(&mut state, i)));
             }
             for (i, o) in (lo..hi).zip(buf.iter()) {
                 sink(i, o);
                 acc.add(i, *o);
             }
         } else if opts.parallel {
-            let block = (lo..hi)
+            let block = chunks(lo, hi)
                 .into_par_iter()
-                .fold(
-                    || Acc::new(opts.top_k, opts.pareto_cap),
-                    |mut a, i| {
-                        a.add(i, eval(i));
-                        a
-                    },
-                )
+                .map(|(a, b)| {
+                    let mut acc = Acc::new(opts.top_k, opts.pareto_cap);
+                    let mut state = init();
+                    for i in a..b {
+                        acc.add(i, eval(&mut state, i));
+                    }
+                    acc
+                })
                 .reduce(|| Acc::new(opts.top_k, opts.pareto_cap), Acc::merge);
             acc = acc.merge(block);
         } else {
             for i in lo..hi {
-                acc.add(i, eval(i));
+                acc.add(i, eval(&mut serial, i));
             }
         }
         if let Some(b) = &bar {
@@ -163,6 +181,17 @@ where
         dropped: acc.dropped,
         elapsed_s: start.elapsed().as_secs_f64(),
     }
+}
+
+/// Splits `lo..hi` into contiguous chunks, eight per worker thread (at least 256
+/// indices each): each chunk is evaluated by one worker with one state, so a state (and
+/// what it caches) serves a whole chunk while the work still balances across threads.
+fn chunks(lo: u64, hi: u64) -> Vec<(u64, u64)> {
+    let size = ((hi - lo) / (8 * rayon::current_num_threads() as u64)).max(256);
+    (lo..hi)
+        .step_by(size as usize)
+        .map(|a| (a, (a + size).min(hi)))
+        .collect()
 }
 
 fn progress_bar(n: u64) -> indicatif::ProgressBar {
@@ -206,8 +235,8 @@ mod tests {
     #[test]
     fn parallel_and_sequential_agree_exactly() {
         let n = 300_000;
-        let a = run(n, opts(true), synthetic, None);
-        let b = run(n, opts(false), synthetic, None);
+        let a = run(n, opts(true), || (), |_: &mut (), i| synthetic(i), None);
+        let b = run(n, opts(false), || (), |_: &mut (), i| synthetic(i), None);
         let ia: Vec<u64> = a.top.iter().map(|e| e.index).collect();
         let ib: Vec<u64> = b.top.iter().map(|e| e.index).collect();
         assert_eq!(ia, ib);
@@ -221,7 +250,7 @@ mod tests {
     #[test]
     fn top_is_the_true_minimum() {
         let n = 100_000;
-        let r = run(n, opts(true), synthetic, None);
+        let r = run(n, opts(true), || (), |_: &mut (), i| synthetic(i), None);
         let mut all: Vec<(f64, u64)> = (0..n)
             .filter_map(|i| match synthetic(i) {
                 Outcome::Kept { key, .. } => Some((key, i)),
@@ -238,7 +267,13 @@ mod tests {
     fn sink_sees_every_row_in_order() {
         let mut seen = Vec::new();
         let mut sink = |i: u64, _: &Outcome<u64>| seen.push(i);
-        run(70_000, opts(true), synthetic, Some(&mut sink));
+        run(
+            70_000,
+            opts(true),
+            || (),
+            |_: &mut (), i| synthetic(i),
+            Some(&mut sink),
+        );
         assert_eq!(seen.len(), 70_000);
         assert!(seen.windows(2).all(|w| w[1] == w[0] + 1));
     }

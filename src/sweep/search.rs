@@ -4,7 +4,7 @@
 use super::driver::{self, Outcome, RunOptions, RunResult, Sink};
 use super::grid::{DropCount, Grid};
 use super::objective::Objective;
-use crate::estimate::{self, Estimate};
+use crate::estimate::{self, Estimate, Memo};
 use crate::model::Model;
 
 /// One kept configuration: its estimate and the index of its system in the grid.
@@ -57,10 +57,22 @@ impl SearchResult {
 /// Evaluates hot-loop index `i` of `grid`.
 #[inline]
 pub fn evaluate_index(model: &Model, grid: &Grid, opts: &SearchOptions, i: u64) -> Outcome<Hit> {
+    evaluate_index_memo(model, grid, opts, i, &mut Memo::new())
+}
+
+/// [`evaluate_index`] reusing a worker's [`Memo`] (one per model and grid).
+#[inline]
+pub fn evaluate_index_memo(
+    model: &Model,
+    grid: &Grid,
+    opts: &SearchOptions,
+    i: u64,
+    memo: &mut Memo,
+) -> Outcome<Hit> {
     let Some((plan, si)) = grid.decode(i) else {
         return Outcome::Dropped(0);
     };
-    match estimate::evaluate(model, &grid.systems[si].1, &plan) {
+    match estimate::evaluate_memo(model, &grid.systems[si].1, si, &plan, memo) {
         Err(_) => Outcome::Dropped(2),
         Ok(e) if !e.memory.fits => Outcome::Dropped(1),
         Ok(e) => Outcome::Kept {
@@ -80,7 +92,13 @@ pub fn search(
     sink: Option<Sink<'_, Hit>>,
 ) -> SearchResult {
     let n = grid.hot_len();
-    let run = driver::run(n, opts.run, |i| evaluate_index(model, grid, opts, i), sink);
+    let run = driver::run(
+        n,
+        opts.run,
+        Memo::new,
+        |memo, i| evaluate_index_memo(model, grid, opts, i, memo),
+        sink,
+    );
     let mut drops = grid.invalid.clone();
     for (r, name) in HOT_REASONS.iter().enumerate() {
         if run.dropped[r] > 0 {

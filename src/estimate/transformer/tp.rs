@@ -27,6 +27,7 @@ use crate::estimate::{Trace, coll_busy};
 use crate::units::Seconds;
 
 /// TP windows of one layer: per pass, what stays exposed, and the traffic on each dimension.
+#[derive(Clone, Copy)]
 pub(super) struct TpWindows {
     pub(super) fwd: Overlap,
     pub(super) bwd: Overlap,
