@@ -38,20 +38,21 @@ fn compare(model: &str, grid: &Grid) -> u64 {
 fn dense_default_grid_with_hardware_axes() {
     let model = catalog::model("gpt3-175b").unwrap();
     let system = catalog::system("dgx-a100").unwrap();
-    let mut axes = Axes::default_for(256);
+    let mut axes = Axes::default_for(128);
     axes.hardware.hbm = vec![Bytes::new(40e9), Bytes::new(80e9)];
-    axes.hardware.bandwidth = vec![(1, vec![Bandwidth::new(12.5e9), Bandwidth::new(25e9)])];
-    let grid = Grid::build(&model, &system, 512, axes).unwrap();
-    assert!(grid.systems.len() == 4);
-    assert!(compare("gpt3-175b", &grid) > 10_000);
+    axes.hardware.bandwidth = vec![(1, vec![Bandwidth::new(25e9)])];
+    let grid = Grid::build(&model, &system, 256, axes).unwrap();
+    assert_eq!(grid.systems.len(), 2);
+    let n = compare("gpt3-175b", &grid);
+    assert!(n > 10_000);
 }
 
 #[test]
 fn moe_cp_fp8_and_sequence_axes() {
     let model = catalog::model("mixtral-8x7b").unwrap();
     let system = catalog::system("dgx-h100").unwrap();
-    let mut axes = Axes::default_for(64);
-    axes.ep = vec![1, 2, 8];
+    let mut axes = Axes::default_for(32);
+    axes.ep = vec![1, 8];
     axes.cp = vec![(1, CpKind::Ring), (2, CpKind::Ring), (2, CpKind::A2a)];
     axes.precision = vec![
         (Precision::Bf16, Fp8Recipe::default()),
@@ -59,5 +60,6 @@ fn moe_cp_fp8_and_sequence_axes() {
     ];
     axes.seq_len = vec![4096, 8192];
     let grid = Grid::build(&model, &system, 256, axes).unwrap();
-    assert!(compare("mixtral-8x7b", &grid) > 10_000);
+    let n = compare("mixtral-8x7b", &grid);
+    assert!(n > 10_000);
 }
