@@ -68,6 +68,36 @@ impl Optimizer {
     }
 }
 
+/// How ZeRO-3 runs: which collectives it issues per layer, how many parameter gathers a
+/// layer needs per micro-batch, how fast the parameters move and what stays resident.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum Zero3Impl {
+    /// PyTorch FSDP / FSDP2 and Megatron-FSDP with one unit per transformer block (Zhao et
+    /// al., VLDB'23 §3): one flat all-gather and one reduce-scatter per layer at the
+    /// collective's NCCL rate; the gather before a layer's backward also serves its
+    /// recomputed forward (2 gathers per micro-batch); two layers' weights and gradients
+    /// resident (the computed and the prefetched).
+    Fsdp,
+    /// DeepSpeed ZeRO-3 as of 2021 (v0.3–0.5, the runs of Narayanan et al. SC'21 Table 2):
+    /// gathers in prefetch buckets of 5·10⁷ parameters, re-gathered for the recomputed
+    /// forward (3 gathers with full recomputation), parameters and gradients moved at most
+    /// at [`DEEPSPEED_2021_RATE`] per GPU whatever the link, and at most
+    /// `stage3_max_live_parameters` = 10⁹ gathered parameters (or the largest weight)
+    /// resident with one reduce bucket of 5·10⁸ gradients.
+    #[default]
+    #[serde(rename = "deepspeed-2021")]
+    Deepspeed2021,
+}
+
+/// Per-GPU rate at which DeepSpeed ZeRO-3 (2021) moved gathered parameters, bytes/s.
+/// Source: DeepSpeed issue #1174 (2021-06, DeepSpeed 0.3.16, 8×A100 with NVLink): a 5B-
+/// parameter BERT's forward took 480 ms under ZeRO-3 against 60 ms under ZeRO-2, i.e.
+/// gathering 2 B × 5·10⁹ = 10 GB took ≈ 420 ms ≈ 24 GB/s — on NVLink, where NCCL's
+/// all-gather runs an order of magnitude faster. SC'21 Table 2's communication-bound
+/// ZeRO-3 rows imply the same per-GPU rate (docs/overlap.md).
+pub const DEEPSPEED_2021_RATE: f64 = 24e9;
+
 /// The linear layers that get LoRA adapters.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "kebab-case")]
@@ -158,6 +188,11 @@ pub struct PlanSpec {
     pub recompute: Recompute,
     /// ZeRO stage 0–3 (3 = FSDP).
     pub zero: u8,
+    /// How ZeRO-3 runs (only with `zero = 3`); unset: `fsdp` with HSDP (an FSDP
+    /// feature), else `deepspeed-2021` (ZeRO-3 as DeepSpeed ran it in the published
+    /// comparisons, SC'21 Table 2).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub zero3_impl: Option<Zero3Impl>,
     /// Overlap the DP gradient reduction with backward, in buckets.
     pub dp_overlap: bool,
     /// DP bucket size (gradient bytes per bucket); unset = the framework's default
@@ -205,6 +240,7 @@ impl Default for PlanSpec {
             virtual_stages: 1,
             recompute: Recompute::None,
             zero: 0,
+            zero3_impl: None,
             dp_overlap: true,
             dp_bucket: None,
             tp_overlap: false,
@@ -292,6 +328,8 @@ pub struct Plan {
     pub recompute: Recompute,
     /// ZeRO stage.
     pub zero: u8,
+    /// How ZeRO-3 runs.
+    pub zero3_impl: Zero3Impl,
     /// DP overlap.
     pub dp_overlap: bool,
     /// DP bucket as given (None: the framework's default, [`Plan::dp_bucket_bytes`]).
@@ -489,6 +527,11 @@ impl Plan {
             v,
             recompute: s.recompute,
             zero: s.zero,
+            zero3_impl: s.zero3_impl.unwrap_or(if s.hsdp.is_some() {
+                Zero3Impl::Fsdp
+            } else {
+                Zero3Impl::Deepspeed2021
+            }),
             dp_overlap: s.dp_overlap,
             dp_bucket: s.dp_bucket,
             tp_overlap: s.tp_overlap,

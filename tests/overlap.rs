@@ -11,7 +11,7 @@ use astrolabe::catalog;
 use astrolabe::collective::Schedule;
 use astrolabe::estimate::{self, CommClass, Estimate};
 use astrolabe::network::Topology;
-use astrolabe::parallel::{PlanSpec, Recompute, Schedule as Pipeline};
+use astrolabe::parallel::{PlanSpec, Recompute, Schedule as Pipeline, Zero3Impl};
 use astrolabe::system::System;
 
 /// Interference κ of the presets (Lee et al. 2025 mean GEMM slowdown under overlap).
@@ -223,4 +223,38 @@ fn zero3_prefetch_buffers_and_zero2_buckets_count_in_memory() {
         2.0 * 4e7 * 2.0,
         max_relative = 1e-9
     );
+}
+
+#[test]
+fn deepspeed_2021_moves_zero3_traffic_at_its_per_gpu_rate() {
+    // DeepSpeed ZeRO-3 (2021) moves each rank's share of a gather or reduce-scatter,
+    // bytes·(n−1)/n, at 24 GB/s at most (DeepSpeed issue #1174). On 2 DGX A100 nodes NCCL
+    // would gather a Llama 2 7B layer (405 MB) in ~3 ms, so the rate binds everywhere:
+    // per micro-batch, 2 gathers of the bf16 weights (no recomputation) and 1 reduce-
+    // scatter of the bf16 gradients for every parameter (layers, embedding, head):
+    // 6 B × P × (n−1)/n / R, hidden or exposed.
+    let sys = catalog::system("dgx-a100").unwrap().with_gpus(16).unwrap();
+    let spec = |imp| PlanSpec {
+        gpus: Some(16),
+        zero: 3,
+        zero3_impl: Some(imp),
+        global_batch: Some(16),
+        flash_attention: true,
+        ..PlanSpec::default()
+    };
+    let e = run("llama2-7b", &sys, spec(Zero3Impl::Deepspeed2021));
+    let dp = e.time.comm[CommClass::Dp as usize];
+    // Llama 2 7B: 32 layers of 4h² + 3·h·11008 + 2h, untied embedding and head V·h each,
+    // final RMSNorm h (h = 4096, V = 32000).
+    let h = 4096.0;
+    let params = 32.0 * (4.0 * h * h + 3.0 * h * 11008.0 + 2.0 * h) + 2.0 * 32000.0 * h + h;
+    let expect = 6.0 * params * 15.0 / 16.0 / 24e9;
+    assert_relative_eq!(
+        dp.exposed.get() + dp.hidden.get(),
+        expect,
+        max_relative = 1e-9
+    );
+    // FSDP at NCCL's rate moves the same bytes several times faster.
+    let f = run("llama2-7b", &sys, spec(Zero3Impl::Fsdp)).time.comm[CommClass::Dp as usize];
+    assert!(f.exposed.get() + f.hidden.get() < expect / 3.0);
 }

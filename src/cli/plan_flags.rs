@@ -93,9 +93,12 @@ pub struct PlanFlags {
     /// ZeRO stage 0–3 (1 = distributed optimizer, 3 = FSDP) (default: 1).
     #[arg(long)]
     pub zero: Option<u8>,
-    /// Same as --zero 3.
+    /// PyTorch FSDP: --zero 3 with --zero3-impl fsdp.
     #[arg(long)]
     pub fsdp: bool,
+    /// How ZeRO-3 runs: deepspeed-2021 (DeepSpeed ZeRO-3 as measured in SC'21 Table 2: 5e7-parameter buckets, ~24 GB/s per GPU; default for --zero 3) or fsdp (PyTorch FSDP/FSDP2, Megatron-FSDP: one all-gather per layer at NCCL rates; default with --fsdp or --hsdp).
+    #[arg(long, value_name = "IMPL")]
+    pub zero3_impl: Option<String>,
     /// Overlap the DP gradient reduction with backward (default: true).
     #[arg(long, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true")]
     pub dp_overlap: Option<bool>,
@@ -119,7 +122,11 @@ pub struct PlanFlags {
     pub order: Option<String>,
 }
 
-fn parse_enum<T: serde::de::DeserializeOwned>(flag: &str, v: &str, valid: &[&str]) -> Result<T> {
+pub(crate) fn parse_enum<T: serde::de::DeserializeOwned>(
+    flag: &str,
+    v: &str,
+    valid: &[&str],
+) -> Result<T> {
     let norm = v.trim().to_ascii_lowercase().replace('_', "-");
     Value::String(norm)
         .try_into()
@@ -198,6 +205,11 @@ impl PlanFlags {
         if let Some(s) = &self.order {
             p.order = parse_enum::<Order>("--order", s, &["tp-dp-pp", "tp-pp-dp"])?;
         }
+        if let Some(s) = &self.zero3_impl {
+            p.zero3_impl = Some(parse_enum("--zero3-impl", s, &["fsdp", "deepspeed-2021"])?);
+        } else if self.fsdp {
+            p.zero3_impl = Some(crate::parallel::Zero3Impl::Fsdp);
+        }
         Ok(p)
     }
 
@@ -245,6 +257,7 @@ impl PlanFlags {
             ("dp_bucket", &self.dp_bucket),
             ("optimizer", &self.optimizer),
             ("order", &self.order),
+            ("zero3_impl", &self.zero3_impl),
             ("cp_kind", &self.cp_kind),
             ("fp8_recipe", &self.fp8_recipe),
             ("lora_targets", &self.lora_targets),
@@ -277,6 +290,9 @@ impl PlanFlags {
             if let Some(v) = v {
                 t.insert(k.into(), Value::Boolean(v));
             }
+        }
+        if self.fsdp && self.zero3_impl.is_none() {
+            t.insert("zero3_impl".into(), Value::String("fsdp".into()));
         }
         t
     }

@@ -64,6 +64,9 @@ pub struct SweepArgs {
     /// ZeRO stages (0–3).
     #[arg(long, value_delimiter = ',')]
     pub zero: Vec<u8>,
+    /// How ZeRO-3 runs in the plans with --zero 3: fsdp (default) or deepspeed-2021 (see `estimate --help`).
+    #[arg(long, value_name = "IMPL")]
+    pub zero3_impl: Option<String>,
     /// Recomputation modes: none, selective, full.
     #[arg(long, value_delimiter = ',')]
     pub recompute: Vec<String>,
@@ -323,6 +326,10 @@ fn build_axes(a: &SweepArgs, f: &SweepFile, system: &crate::system::System) -> R
     }
     ax.networks = networks(a, f)?;
     ax.hardware = hardware(a)?;
+    if let Some(z) = &a.zero3_impl {
+        ax.zero3_impl =
+            crate::cli::plan_flags::parse_enum("--zero3-impl", z, &["fsdp", "deepspeed-2021"])?;
+    }
     if !ax.networks.is_empty() && a.gpus.is_empty() && f.gpus.is_none() {
         ax.gpus = vec![ax.networks[0].1.npus() as u32];
     }

@@ -680,15 +680,33 @@ fn stage_memory(c: &Ctx, params: f64, trainable: f64, plan: &Plan) -> Memory {
     } else {
         0.0
     };
-    // ZeRO-3 / FSDP: the gathered weights of the layer being computed and of the one
-    // prefetched, and the unsharded gradients of the layer just computed and of the one
-    // being reduce-scattered (Zhao et al. VLDB'23 §3.3: prefetching keeps two layers' worth).
-    let (_, g, _) = plan.optimizer.bytes_per_param();
     let prefetch = if plan.zero == 3 && plan.dp * plan.cp > 1 {
-        2.0 * c.layer_params * (c.e + g)
+        zero3_resident(c)
     } else {
         0.0
     };
     let buffers = 2.0 * c.r * c.e + bucket + logits + prefetch;
     Memory::new(states, acts, buffers, c.dev.memory())
+}
+
+/// Bytes of gathered ZeRO-3 weights and unsharded gradients resident besides the shards.
+/// FSDP: the weights of the layer being computed and of the one prefetched, and the
+/// gradients of the layer just computed and of the one being reduce-scattered (Zhao et al.
+/// VLDB'23 §3.3: prefetching keeps two layers' worth), `2·P_l·(e + g)`. DeepSpeed 2021: at
+/// most `stage3_max_live_parameters` = 10⁹ gathered parameters, or the largest weight
+/// matrix when it is larger (a parameter is gathered whole), plus one prefetch bucket of
+/// 5·10⁷, and one gradient reduce bucket of `reduce_bucket_size` = 5·10⁸ (DeepSpeed
+/// `zero/config.py`): `(max(10⁹, W_max) + 5·10⁷)·e + 5·10⁸·g`, each capped by two layers.
+fn zero3_resident(c: &Ctx) -> f64 {
+    let (_, g, _) = c.plan.optimizer.bytes_per_param();
+    let two_layers = 2.0 * c.layer_params;
+    match c.plan.zero3_impl {
+        crate::parallel::Zero3Impl::Fsdp => two_layers * (c.e + g),
+        crate::parallel::Zero3Impl::Deepspeed2021 => {
+            let m = c.m;
+            let mlp_in = if m.gated { 2.0 } else { 1.0 } * m.h * m.f;
+            let largest = mlp_in.max(m.h * m.attn.qkv_width(1.0)) / c.plan.tp as f64;
+            (1e9_f64.max(largest) + 5e7).min(two_layers) * c.e + 5e8_f64.min(two_layers) * g
+        }
+    }
 }

@@ -13,7 +13,7 @@ use super::compare::CompareResult;
 use super::estimate::EstimateResult;
 use super::sweep::{SweepAllRow, SweepResult};
 use crate::error::{Error, Result};
-use crate::parallel::{Optimizer, Order, Plan, Recompute, Schedule};
+use crate::parallel::{Optimizer, Order, Plan, Recompute, Schedule, Zero3Impl};
 use schemars::JsonSchema;
 use serde::Serialize;
 use serde_json::{Map, Value};
@@ -51,6 +51,8 @@ pub struct PlanValue {
     pub recompute: String,
     /// ZeRO stage 0–3 (1 = distributed optimizer, 3 = FSDP).
     pub zero: u8,
+    /// How ZeRO-3 runs: "fsdp" or "deepspeed-2021" (meaningful with zero = 3).
+    pub zero3_impl: String,
     /// DP gradient reduction overlapped with backward.
     pub dp_overlap: bool,
     /// DP bucket size, bytes.
@@ -107,6 +109,14 @@ pub fn order_name(o: Order) -> &'static str {
     }
 }
 
+/// "fsdp", "deepspeed-2021".
+pub fn zero3_impl_name(z: Zero3Impl) -> &'static str {
+    match z {
+        Zero3Impl::Fsdp => "fsdp",
+        Zero3Impl::Deepspeed2021 => "deepspeed-2021",
+    }
+}
+
 /// "adam", "adam-fp32-grads".
 pub fn optimizer_name(o: Optimizer) -> &'static str {
     match o {
@@ -131,6 +141,7 @@ impl From<&Plan> for PlanValue {
             virtual_stages: p.v,
             recompute: recompute_name(p.recompute).into(),
             zero: p.zero,
+            zero3_impl: zero3_impl_name(p.zero3_impl).into(),
             dp_overlap: p.dp_overlap,
             dp_bucket_bytes: p.dp_bucket_bytes().get(),
             tp_overlap: p.tp_overlap,

@@ -21,7 +21,7 @@ use crate::error::{Error, Result};
 use crate::estimate;
 use crate::model::Model;
 use crate::network::Topology;
-use crate::parallel::{CpKind, Order, Plan, PlanSpec, Recompute, Schedule};
+use crate::parallel::{CpKind, Order, Plan, PlanSpec, Recompute, Schedule, Zero3Impl};
 use crate::system::System;
 
 /// The lists of values each axis takes.
@@ -65,6 +65,8 @@ pub struct Axes {
     pub flash: Vec<bool>,
     /// Hardware axes (system parameters) beside the plan axes; empty: the system as is.
     pub hardware: super::hardware::HardwareAxes,
+    /// How ZeRO-3 runs in every plan with `zero = 3` (a setting, not an axis).
+    pub zero3_impl: Zero3Impl,
 }
 
 impl Axes {
@@ -101,6 +103,7 @@ impl Axes {
             order: vec![Order::TpDpPp, Order::TpPpDp],
             flash: vec![false, true],
             hardware: super::hardware::HardwareAxes::default(),
+            zero3_impl: Zero3Impl::default(),
         }
     }
 
@@ -305,6 +308,7 @@ impl Grid {
                                     global_batch: Some(global_batch),
                                     schedule,
                                     virtual_stages: v,
+                                    zero3_impl: Some(axes.zero3_impl),
                                     ..PlanSpec::default()
                                 };
                                 match estimate::plan(model, sys, &spec) {

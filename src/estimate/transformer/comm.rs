@@ -8,7 +8,7 @@ use crate::collective::Collective as C;
 use crate::error::Result;
 use crate::estimate::windows::{self, Busy, Overlap, bulk, shared};
 use crate::estimate::{Comm, Trace, coll, coll_busy};
-use crate::parallel::{Schedule, Span};
+use crate::parallel::{DEEPSPEED_2021_RATE, Schedule, Span, Zero3Impl};
 use crate::units::{Bytes, Seconds};
 
 /// MoE dispatch and combine: two all-to-alls of b·s·k·h elements per layer and pass.
@@ -181,9 +181,17 @@ pub(super) fn dp_comm<T: Trace>(
 /// VLDB'23, PyTorch FSDP §3.3 "backward prefetch"): each layer's parameters `P_l` are
 /// all-gathered before its forward and again before its backward, and its gradients
 /// reduce-scattered after its backward, in every micro-batch (the gradients are sharded, so
-/// accumulation cannot defer them). With full recomputation DeepSpeed's module hooks
-/// release the weights after the recomputed forward too, so a third gather precedes it
-/// (`g = 3` gathers per layer, else 2). Each gather is prefetched one layer ahead:
+/// accumulation cannot defer them). How many gathers and collectives, and how fast, depends
+/// on the implementation ([`Zero3Impl`]):
+/// - `fsdp`: one flat all-gather / reduce-scatter per layer (`k = 1`), `g = 2` gathers (the
+///   one before backward also serves the recomputed forward);
+/// - `deepspeed-2021`: prefetch buckets of at most 5·10⁷ parameters, a weight matrix larger
+///   than that gathered whole (`k = min(weight matrices, ⌈P_l / 5·10⁷⌉)`, each a collective
+///   paying its latency; the embedding and the head one each); module hooks release the weights after the recomputed forward too, so
+///   `g = 3` gathers with full recomputation; every collective takes at least
+///   `bytes·(n−1)/n / R` with `R` = [`DEEPSPEED_2021_RATE`] per GPU.
+///
+/// Each gather is prefetched one layer ahead:
 /// - forward: `AG_l` hides behind layer l−1's forward (bulk window), `L − 1` windows;
 /// - backward: `(g − 1)·AG_l` and `RS_{l+1}` run together (sharing the DP dimensions:
 ///   their times add) behind layer l's recompute + backward, `L − 1` windows;
@@ -217,19 +225,49 @@ pub(super) fn zero3<T: Trace>(
     };
     let pl = c.layer_params;
     let outside = (params - nb.layers * pl).max(0.0);
-    // Collectives per layer: ⌈P_l·g / bucket⌉, the bucket given or DeepSpeed's
-    // `stage3_prefetch_bucket_size` of 5·10⁷ parameters (DeepSpeed `zero/config.py`): each
-    // prefetch is one coalesced all-gather of at most that many parameters. (A submodule
-    // larger than the bucket is fetched whole, in fewer, larger collectives; PyTorch FSDP
-    // gathers one per wrapped block: `--dp-bucket` of a layer.)
-    let bucket = plan.dp_bucket.map_or(5e7 * g, |b| b.get());
-    let k = (pl * g / bucket).ceil().max(1.0);
-    let k_out = (outside * g / bucket).ceil().max(1.0);
+    // Collectives per layer: ⌈P_l·g / bucket⌉ with the bucket given, else one per layer
+    // (FSDP's wrapped block) or DeepSpeed's `stage3_prefetch_bucket_size` of 5·10⁷
+    // parameters (DeepSpeed `zero/config.py`): each prefetch one coalesced all-gather.
+    let ds = plan.zero3_impl == Zero3Impl::Deepspeed2021;
+    let (k, k_out) = match (plan.dp_bucket, ds) {
+        (Some(b), _) => (
+            (pl * g / b.get()).ceil().max(1.0),
+            (outside * g / b.get()).ceil().max(1.0),
+        ),
+        (None, true) => {
+            // Weights above the persistence threshold (10⁵) are gathered whole, small
+            // ones coalesced up to the bucket: min(weight matrices, ⌈P_l / 5·10⁷⌉).
+            let m = c.m;
+            let experts = (m.experts as f64 / plan.ep as f64).max(1.0);
+            let shared = if m.shared_f > 0.0 { 2.0 } else { 0.0 };
+            let weights = 2.0 + 2.0 * experts + shared;
+            (
+                weights.min((pl / 5e7).ceil()).max(1.0),
+                (outside / 5e7).ceil().clamp(1.0, 2.0),
+            )
+        }
+        (None, false) => (1.0, 1.0),
+    };
+    // DeepSpeed 2021 moves the bytes a rank receives (all-gather) or sends
+    // (reduce-scatter), `bytes·(n−1)/n`, at most at its per-GPU rate.
+    let floor = |bytes: f64| {
+        if ds {
+            Seconds::new(bytes * (dp.size as f64 - 1.0) / dp.size as f64 / DEEPSPEED_2021_RATE)
+        } else {
+            Seconds::ZERO
+        }
+    };
     let (ag, ag_b) = bucketed(C::AllGather, pl * c.e, k, dp, c)?;
     let (rs, rs_b) = bucketed(C::ReduceScatter, pl * g, k, dp, c)?;
-    let ends = bucketed(C::AllGather, outside * c.e, k_out, dp, c)?.0 * 2.0
-        + bucketed(C::ReduceScatter, outside * g, k_out, dp, c)?.0;
-    let gathers = if plan.recompute == crate::parallel::Recompute::Full {
+    let (ag, rs) = (ag.max(floor(pl * c.e)), rs.max(floor(pl * g)));
+    let ends = bucketed(C::AllGather, outside * c.e, k_out, dp, c)?
+        .0
+        .max(floor(outside * c.e))
+        * 2.0
+        + bucketed(C::ReduceScatter, outside * g, k_out, dp, c)?
+            .0
+            .max(floor(outside * g));
+    let gathers = if ds && plan.recompute == crate::parallel::Recompute::Full {
         3.0
     } else {
         2.0
@@ -249,7 +287,16 @@ pub(super) fn zero3<T: Trace>(
         let wb = bulk(comm_b, layer.bwd.free() + layer.rec.free(), c.kappa);
         tr.line(|| {
             format!(
-                "ZeRO-3 windows per layer and micro-batch ({k} buckets per layer, each a collective paying its latency): all-gather {ag} of {} under the previous layer's forward {} → exposed {}; {gathers}−1 all-gathers + reduce-scatter {} under the layer's recompute + backward {} → exposed {}; ×{windows_n} windows; exposed outright {fixed} (first gathers, last reduce-scatter, embedding and head)",
+                "ZeRO-3 ({}) windows per layer and micro-batch ({k} collectives per layer, each paying its latency{}): all-gather {ag} of {} under the previous layer's forward {} → exposed {}; {gathers}−1 all-gathers + reduce-scatter {} under the layer's recompute + backward {} → exposed {}; ×{windows_n} windows; exposed outright {fixed} (first gathers, last reduce-scatter, embedding and head)",
+                crate::report::values::zero3_impl_name(plan.zero3_impl),
+                if ds {
+                    format!(
+                        "; at most {} per GPU: max(NCCL time, bytes·(n−1)/n / rate)",
+                        crate::units::Bandwidth::new(DEEPSPEED_2021_RATE)
+                    )
+                } else {
+                    String::new()
+                },
                 Bytes::new(pl * c.e),
                 layer.fwd.free(),
                 wf.exposed,
