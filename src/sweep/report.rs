@@ -84,8 +84,16 @@ pub fn build(
     ));
     if let Some(c) = r.pruning {
         v.notes.push(format!(
-            "hardware × plan: {} points estimated, {} shared an estimate (HBM capacity changes only the fit), {} pruned by bound (T ≥ F = T_fwd + T_bwd + T_recompute + T_optimizer, the compute floor no network or lower peak undercuts, worse than the k-th best and dominated on the Pareto front)",
-            c.estimates, c.shared, c.pruned
+            "hardware × plan: of {} points, {} estimated, {} shared an estimate (HBM capacity changes only the fit), {} pruned by bound (T ≥ F = T_fwd + T_bwd + T_recompute + T_optimizer, the compute floor no network or lower peak undercuts, worse than the k-th best and dominated on the Pareto front), the rest redundant or not fitting{}",
+            r.run.evaluated,
+            c.estimates,
+            c.shared,
+            c.pruned,
+            if timing {
+                format!("; {:.1} M points/s", r.run.evaluated as f64 / r.run.elapsed_s.max(1e-9) / 1e6)
+            } else {
+                String::new()
+            }
         ));
     }
     if let (Some(b), Some(best)) = (budget, r.run.top.first()) {
