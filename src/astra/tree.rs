@@ -171,4 +171,24 @@ mod tests {
         assert_eq!(t.children[6], [Some(5), Some(7)]);
         assert!(Tree::new(6, true).is_err());
     }
+
+    #[test]
+    fn one_chunk_with_equal_hops_climbs_and_descends_three_levels() {
+        // Switch of 8 (2 hops everywhere), 1 MB chunk: T = ⌊2·500 + 2^20/(100·2^30/1e9)⌋
+        // = ⌊1000 + 9765.6⌋ = 10,765; E = 10; R = 3·⌊2^20/1600⌋ = 1,965. Leaves send at
+        // E; three levels up (T + E + R each, the root's reduction included), three down
+        // (T + E + R, the last E only): 6T + 7E + 5R.
+        let d = LogicalDim {
+            npus: 8,
+            latency_ns: 500.0,
+            beta: 100.0 * 1073741824.0 / 1e9,
+            fixed_hops: 2,
+            ..LogicalDim::default()
+        };
+        let want = 6 * 10_765 + 7 * 10 + 5 * 1_965;
+        assert_eq!(chunk_ns(&d, 1 << 20, 10, 1_965).unwrap(), want);
+        // Two chunks, one at a time: the second starts at each NPU when it ends the first.
+        assert!(total_ns(&d, 1 << 20, 2, 1, 10, 1_965).unwrap() < 2 * want);
+        assert_eq!(total_ns(&d, 1 << 20, 2, 2, 10, 1_965).unwrap(), want);
+    }
 }
