@@ -25,6 +25,7 @@
 //! Everything here is generic over a [`Trace`]: the hot path uses [`NoTrace`], whose
 //! closures are never called, so the explanation costs nothing when it is not asked for.
 
+pub mod bound;
 mod memo;
 pub mod report;
 pub mod scenario;

@@ -7,9 +7,9 @@
 //! | algo | AR | RS | AG (c = input) | A2A |
 //! |---|---|---|---|---|
 //! | ring | 2(p−1)T(c/p) + (2p−1)E + (p−1)R(c/p) | (p−1)T(c/p) + pE + (p−1)R(c/p) | (p−1)T(c) + pE | nT(c/p) + (n+1)E, n = p(p−1)/2 |
-//! | direct, r = ⌈(p−1)/window⌉ | 2rT(c/p) + (2r+1)E + rR(c/p) | rT(c/p) + (r+1)E + rR(c/p) | rT(c) + (r+1)E | rT(c/p) + (r+1)E |
+//! | direct, r = ⌈(p−1)/window⌉ | r = 1: max_j(s_j + T_j) + E (`direct_all_reduce`; 2T(c/p) + 3E + R(c/p) with equal hops); r > 1: 2rT(c/p) + (2r+1)E + rR(c/p) | rT(c/p) + (r+1)E + rR(c/p) | rT(c) + (r+1)E | rT(c/p) + (r+1)E |
 //! | halvingDoubling, k = log2 p | Σ_{j=1..k} 2T_{h(2^{j−1})}(c/2^j) + (2k+1)E + Σ_{j=2..k} R(c/2^j) | Σ_{j=1..k} T_{h(2^{j−1})}(c/2^j) + (k+1)E + Σ_{j=2..k} R(c/2^j) | Σ_{j=0..k−1} T_{h(p/2^{j+1})}(2^j c) + (k+1)E | exits |
-//! | doubleBinaryTree, H = ⌊log2 p⌋ | 2H·T(c) + (2H+1)E + (2H−1)R(c) (every collective) | same | same | same |
+//! | doubleBinaryTree, H = log2 p | node by node (`tree`): 2H·T(c) + (2H+1)E + (2H−1)R(c) with equal hops (every collective) | same | same | same |
 //!
 //! Ring, direct (full window) and halving-doubling are the forms of ASTRA_NOTES.md, which
 //! reproduce every single-dimension reference run exactly. The congestion-aware backend
@@ -20,7 +20,8 @@
 //! links and are refused under that backend. Direct with a smaller window
 //! and the double binary tree are derived from the same per-packet rules (no reference
 //! run covers them): the tree climbs H levels (each a message, a receive E and a
-//! reduction) and descends H levels.
+//! reduction) and descends H levels, each tree edge with its own hop count (`tree`);
+//! under the congestion-aware backend the equal-hop form is kept.
 
 use super::network_yaml::{AstraDim, AstraNetwork};
 use crate::error::{Error, Result};
@@ -216,7 +217,7 @@ fn link_ns(d: &AstraDim) -> f64 {
 }
 
 /// R(m) = 3·⌊m / LMBW⌋ ns, LMBW in GB/s decimal = B/ns (`MemBus.cc`: three memory passes).
-fn reduce_ns(m: u64, lmbw: f64) -> u64 {
+pub(super) fn reduce_ns(m: u64, lmbw: f64) -> u64 {
     ((m as f64 / lmbw).floor() as u64).saturating_mul(3)
 }
 
@@ -262,6 +263,7 @@ pub fn phase_ns(imp: Impl, op: PhaseOp, c: u64, d: &LogicalDim, e: u64, lmbw: f6
     }
     let r = |m: u64| u128::from(reduce_ns(m, lmbw));
     let w = u128::from;
+    let e64 = e;
     let (pp, e) = (w(p), w(e));
     let ns = match imp {
         Impl::Ring | Impl::OneRing => {
@@ -289,6 +291,9 @@ pub fn phase_ns(imp: Impl, op: PhaseOp, c: u64, d: &LogicalDim, e: u64, lmbw: f6
             }
             let t = |m: u64| w(dd.msg_ns(h, m));
             match op {
+                PhaseOp::AllReduce if rounds == 1 => {
+                    direct_all_reduce(p, |k| d.hops(k), d.ring, |hh| w(dd.msg_ns(hh, m)), e, r(m))
+                }
                 PhaseOp::AllReduce => 2 * rounds * t(m) + (2 * rounds + 1) * e + rounds * r(m),
                 PhaseOp::ReduceScatter => rounds * (t(m) + r(m)) + (rounds + 1) * e,
                 PhaseOp::AllGather => rounds * t(c) + (rounds + 1) * e,
@@ -296,6 +301,10 @@ pub fn phase_ns(imp: Impl, op: PhaseOp, c: u64, d: &LogicalDim, e: u64, lmbw: f6
             }
         }
         Impl::HalvingDoubling | Impl::OneHalvingDoubling => halving_doubling(op, c, d, e, lmbw)?,
+        Impl::DoubleBinaryTree if !d.aware => {
+            let c = nonzero(c, "tree message")?;
+            w(super::tree::chunk_ns(d, c, e64, reduce_ns(c, lmbw))?)
+        }
         Impl::DoubleBinaryTree => {
             let h = w(63 - u64::from(p.leading_zeros())); // ⌊log2 p⌋, p ≥ 2
             let t = w(d.msg_ns(d.hops(1), nonzero(c, "tree message")?));
@@ -303,6 +312,51 @@ pub fn phase_ns(imp: Impl, op: PhaseOp, c: u64, d: &LogicalDim, e: u64, lmbw: f6
         }
     };
     fit_ns(ns, "collective phase")
+}
+
+/// Direct all-reduce with the full window (`AllToAll.cc`, one round), exact for any hop
+/// rule. Every NPU is alike, so one NPU's timeline is the collective's. With `T_j` the
+/// time of a message to (and from) the NPU `j` steps away (`T_h(m)`, h = min(j, p−j) on a
+/// Ring, fixed elsewhere):
+///
+/// - the `p−1` first-half messages leave together after the stream's first packet
+///   bundle (E); the one from distance j arrives at `E + T_j` and is reduced, its bundle
+///   firing a `General` event at `g_j = 2E + R + T_j`; sorted, `g_(1) ≤ … ≤ g_(p−1)`;
+/// - a `General` sends a second-half message only once all `p−1` have arrived (at
+///   `E + max_j T_j`) and only as many as the events so far have freed: the first
+///   `General` at or after the last arrival, `g_(k*)`, sends `k*` of them, each later one
+///   one more, so message `j` leaves at `s_j = max(g_(j), g_(k*))`;
+/// - the second-half packets were queued in arrival order with destinations cycling
+///   `id+1, id+2, …`, so message `j` goes to distance j and arrives at `s_j + T_j`; its
+///   bundle (no reduction) ends the stream E later:
+///
+/// `T = max_j (s_j + T_j) + E`.
+///
+/// On a FullyConnected or Switch dimension (equal T) this is `2T + 3E + R`, the form the
+/// reference runs fix; on a Ring of 8 at 64 MB (chunks of 16 MB, 500 ns, 100 GB/s) it is
+/// 46,022 ns where the slowest hop taken twice gives 47,022 ns (2.2% apart).
+fn direct_all_reduce(
+    p: u64,
+    hops: impl Fn(u64) -> u64,
+    ring: bool,
+    t: impl Fn(u64) -> u128,
+    e: u128,
+    r: u128,
+) -> u128 {
+    // The k-th smallest hop count over distances 1..p−1: ⌈k/2⌉ on a Ring (two NPUs at
+    // each distance, one at p/2), the fixed count elsewhere.
+    let sorted = |k: u64| if ring { t(k.div_ceil(2)) } else { t(hops(k)) };
+    let g = |k: u64| 2 * e + r + sorted(k);
+    let last = e + (1..p).map(|j| t(hops(j))).max().unwrap_or(0);
+    let first = (1..p)
+        .map(g)
+        .find(|&x| x >= last)
+        .unwrap_or_else(|| g(p - 1));
+    let end = (1..p)
+        .map(|j| g(j).max(first) + t(hops(j)))
+        .max()
+        .unwrap_or(0);
+    end + e
 }
 
 fn halving_doubling(op: PhaseOp, c: u64, d: &LogicalDim, e: u128, lmbw: f64) -> Result<u128> {

@@ -331,17 +331,38 @@ fn explain(b: &Breakdown, net: &AstraNetwork, sys: &AstraSystem, knobs: &Knobs) 
         b.chunk,
         b.chunks
     )];
+    use crate::astra::model::Impl;
+    use crate::astra::phases::PhaseOp;
     for p in b.phases() {
         let d = &net.dims[p.dim];
+        let form = match (p.imp, p.op) {
+            (Impl::Direct(w), PhaseOp::AllReduce)
+                if w.is_none_or(|w| u64::from(w) + 1 >= d.npus as u64) =>
+            {
+                "direct all-reduce: max_j (s_j + T_j) + E, T_j the message to distance j, s_j = max(g_(j), first g ≥ E + max T), g = 2E + R + T sorted"
+            }
+            (Impl::DoubleBinaryTree, _) => {
+                "double binary tree, node by node: leaves E, up T + E + R per level, down T + E + R, last E; each edge its own hops (astra::tree)"
+            }
+            _ => "closed form in astra::phases",
+        };
         out.push(format!(
-            "{:?} on dim {} ({} p={}, {}): T_h(m) = ⌊h·{} ns + m / {:.4} B/ns⌋, E = {e} ns, R(m) = 3·⌊m / {} B/ns⌋ → {} ns per chunk (closed form in astra::phases)",
+            "{:?} on dim {} ({} p={}, {}): T_h(m) = ⌊h·{} ns + m / {:.4} B/ns⌋, E = {e} ns, R(m) = 3·⌊m / {} B/ns⌋ → {} ns per chunk ({form})",
             p.op, p.dim, d.kind.astra_name(), d.npus, p.imp.astra_name(), d.latency_ns,
             d.beta_bytes_per_ns(), sys.local_mem_bw_gbps, p.ns
         ));
     }
+    let tree =
+        matches!(b.phases(), [p] if p.imp == Impl::DoubleBinaryTree) && !knobs.congestion_aware;
     out.push(format!(
-        "queues: {} chunk(s) per dimension at once; total = {} ns (⌈chunks/A⌉·t for one phase, else the queue schedule)",
-        b.active, b.total_ns
+        "queues: {} chunk(s) per dimension at once; total = {} ns ({})",
+        b.active,
+        b.total_ns,
+        if tree {
+            "tree chunks overlap: each NPU starts its next chunk when it ends one, trees alternating"
+        } else {
+            "⌈chunks/A⌉·t for one phase, else the queue schedule"
+        }
     ));
     out
 }

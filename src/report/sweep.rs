@@ -30,6 +30,14 @@ pub struct SweepResult {
     pub evaluated: u64,
     /// Full estimates computed (evaluated configurations that were not redundant).
     pub estimates: u64,
+    /// With hardware axes: points that took the estimate of a point differing only in HBM
+    /// capacity (which changes only the fit).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub shared: Option<u64>,
+    /// With hardware axes: points skipped because a lower bound of their key (the
+    /// compute floor) is worse than the k-th best found and dominated on the Pareto front.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pruned: Option<u64>,
     /// Configurations dropped, all reasons.
     pub dropped: u64,
     /// Configurations valid and fitting in memory.

@@ -46,15 +46,16 @@ pub struct RunResult<T> {
     pub elapsed_s: f64,
 }
 
-struct Acc<T> {
-    top: TopK<T>,
-    pareto: Pareto<T>,
-    kept: u64,
-    dropped: [u64; MAX_REASONS],
+/// One thread's accumulator: its top-k, Pareto set and counts.
+pub(super) struct Acc<T> {
+    pub(super) top: TopK<T>,
+    pub(super) pareto: Pareto<T>,
+    pub(super) kept: u64,
+    pub(super) dropped: [u64; MAX_REASONS],
 }
 
 impl<T: Copy> Acc<T> {
-    fn new(k: usize, cap: usize) -> Self {
+    pub(super) fn new(k: usize, cap: usize) -> Self {
         Acc {
             top: TopK::new(k),
             pareto: Pareto::new(cap),
@@ -62,7 +63,7 @@ impl<T: Copy> Acc<T> {
             dropped: [0; MAX_REASONS],
         }
     }
-    fn add(&mut self, index: u64, o: Outcome<T>) {
+    pub(super) fn add(&mut self, index: u64, o: Outcome<T>) {
         match o {
             Outcome::Kept { item, key, x, y } => {
                 self.kept += 1;
@@ -76,7 +77,7 @@ impl<T: Copy> Acc<T> {
             Outcome::Dropped(r) => self.dropped[r.min(MAX_REASONS - 1)] += 1,
         }
     }
-    fn merge(mut self, o: Self) -> Self {
+    pub(super) fn merge(mut self, o: Self) -> Self {
         self.top.merge(o.top);
         self.pareto.merge(o.pareto);
         self.kept += o.kept;
@@ -100,7 +101,8 @@ pub struct RunOptions {
     pub progress: bool,
 }
 
-const BLOCK: u64 = 1 << 16;
+/// Configurations per block (merge and progress step).
+pub(super) const BLOCK: u64 = 1 << 16;
 
 /// Receives every outcome in index order.
 pub type Sink<'a, T> = &'a mut dyn FnMut(u64, &Outcome<T>);
@@ -173,6 +175,11 @@ where
     if let Some(b) = bar {
         b.finish_and_clear();
     }
+    finish(acc, n, start)
+}
+
+/// The run's result from its merged accumulator.
+pub(super) fn finish<T: Copy>(acc: Acc<T>, n: u64, start: Instant) -> RunResult<T> {
     RunResult {
         top: acc.top.into_sorted(),
         pareto: acc.pareto.points().to_vec(),
@@ -194,7 +201,7 @@ fn chunks(lo: u64, hi: u64) -> Vec<(u64, u64)> {
         .collect()
 }
 
-fn progress_bar(n: u64) -> indicatif::ProgressBar {
+pub(super) fn progress_bar(n: u64) -> indicatif::ProgressBar {
     let b = indicatif::ProgressBar::new(n);
     if let Ok(style) = indicatif::ProgressStyle::with_template(
         "{spinner} [{elapsed_precise}] {wide_bar} {human_pos}/{human_len} evaluated ({per_sec}, eta {eta})",

@@ -195,7 +195,8 @@ pub fn count_configs(model: &Model, axes: &Axes) -> u64 {
 pub struct Structural {
     /// The validated plan (knob fields at their first values).
     pub plan: Plan,
-    /// Index into [`Grid::systems`].
+    /// Index of its base system (device count × network); its hardware points are
+    /// `system · H .. system · H + H` in [`Grid::systems`].
     pub system: usize,
 }
 
@@ -208,13 +209,13 @@ pub struct DropCount {
     pub count: u64,
 }
 
-/// The expanded grid: the systems (one per device count × network), the valid structural
-/// plans, and the counts of invalid structural combinations per reason.
+/// The expanded grid: the systems (one per device count × network × hardware point), the
+/// valid structural plans, and the counts of invalid structural combinations per reason.
 #[derive(Clone, Debug)]
 pub struct Grid {
     /// The axes it was built from.
     pub axes: Axes,
-    /// (label, system) per device count × network.
+    /// (label, system) per device count × network × hardware point (hardware fastest).
     pub systems: Vec<(String, System)>,
     /// Valid structural plans.
     pub structural: Vec<Structural>,
@@ -247,14 +248,12 @@ impl Grid {
                 systems.push((name.clone(), s));
             }
         }
-        if !axes.hardware.is_empty() {
-            let mut all = Vec::with_capacity(systems.len() * axes.hardware.count());
-            for (name, s) in &systems {
-                all.extend(axes.hardware.expand(s, name)?);
-            }
-            systems = all;
-        }
-        let knobs = axes.knob_count();
+        // Plans are validated on the base systems (device count × network): a hardware
+        // variant has the same devices, so the same plans are valid on it. The hardware
+        // points of one plan are consecutive in the hot loop (index `plan · H + h`), so
+        // a pruned search can share work between them (`prune`).
+        let hw = axes.hardware.count() as u64;
+        let knobs = axes.knob_count() * hw;
         // A single stage runs forward and backward per micro-batch (gradient accumulation):
         // 1F1B's memory, not GPipe's. Prefer 1F1B to stand for the schedules of pp = 1.
         let single_stage = (axes.schedules.iter())
@@ -321,6 +320,13 @@ impl Grid {
                 }
             }
         }
+        if !axes.hardware.is_empty() {
+            let mut all = Vec::with_capacity(systems.len() * axes.hardware.count());
+            for (name, s) in &systems {
+                all.extend(axes.hardware.expand(s, name)?);
+            }
+            systems = all;
+        }
         Ok(Grid {
             axes,
             systems,
@@ -331,15 +337,36 @@ impl Grid {
         })
     }
 
-    /// Number of configurations the hot loop visits.
-    pub fn hot_len(&self) -> u64 {
+    /// Number of hardware points per base system (1 without hardware axes).
+    pub fn hw_count(&self) -> u64 {
+        self.axes.hardware.count() as u64
+    }
+
+    /// Number of plan configurations (structural plans × knob combinations); each runs on
+    /// [`Grid::hw_count`] hardware points.
+    pub fn plan_len(&self) -> u64 {
         self.structural.len() as u64 * self.axes.knob_count()
     }
 
-    /// The configuration at hot-loop index `i`: the plan with its knobs set, and its
-    /// system index; `None` when the knob combination is redundant for this plan.
+    /// Number of configurations the hot loop visits: plans × hardware points.
+    pub fn hot_len(&self) -> u64 {
+        self.plan_len() * self.hw_count()
+    }
+
+    /// The configuration at hot-loop index `i = plan · H + h`: the plan with its knobs set,
+    /// and its system index; `None` when the knob combination is redundant for this plan.
     #[inline]
     pub fn decode(&self, i: u64) -> Option<(Plan, usize)> {
+        let hw = self.hw_count();
+        let (p, b) = self.decode_plan(i / hw)?;
+        Some((p, b * hw as usize + (i % hw) as usize))
+    }
+
+    /// Plan configuration `i` (< [`Grid::plan_len`]): the plan with its knobs set and its
+    /// base system (hardware point 0 is `base · H`); `None` when the knob combination is
+    /// redundant for this plan.
+    #[inline]
+    pub fn decode_plan(&self, i: u64) -> Option<(Plan, usize)> {
         let a = &self.axes;
         let k = a.knob_count();
         let s = self.structural[(i / k) as usize];

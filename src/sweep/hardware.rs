@@ -52,6 +52,22 @@ impl HardwareAxes {
         self.axes().iter().map(Vec::len).product()
     }
 
+    /// The hardware point that differs from point `h` only in HBM capacity, with the first
+    /// capacity: points with the same twin have the same iteration time (the capacity only
+    /// decides the fit), so a pruned search estimates them once.
+    pub fn twin(&self, h: usize) -> usize {
+        if self.hbm.is_empty() {
+            return h;
+        }
+        // Axes before the HBM one in mixed-radix order: bandwidths, then latencies.
+        let stride: usize = (self.bandwidth.iter().map(|b| b.1.len()))
+            .chain(self.latency.iter().map(|l| l.1.len()))
+            .filter(|&n| n > 0)
+            .product();
+        let digit = (h / stride) % self.hbm.len();
+        h - digit * stride
+    }
+
     fn axes(&self) -> Vec<Vec<Setting>> {
         let mut v: Vec<Vec<Setting>> = vec![];
         for (d, list) in &self.bandwidth {
@@ -121,13 +137,7 @@ fn apply(s: &mut System, set: Setting) -> Result<String> {
         Setting::Peak(p) => {
             let now = s.device.peak(Precision::Bf16)?.get();
             let k = p.get() / now;
-            for q in [
-                Precision::Fp16,
-                Precision::Bf16,
-                Precision::Fp8,
-                Precision::Tf32,
-                Precision::Fp32,
-            ] {
+            for q in Precision::ALL {
                 s.device = s.device.with_peak_scaled(q, k);
             }
             format!("peak {p}")
@@ -199,5 +209,15 @@ mod tests {
             (4, 16)
         );
         assert!(v[0].0.contains("dim1 25 GB/s"), "{}", v[0].0);
+        // Twins differ only in HBM capacity (index = bw + 2·hbm + 4·gpn here).
+        assert_eq!(
+            (hw.twin(7), hw.twin(5), hw.twin(2), hw.twin(1)),
+            (5, 5, 0, 1)
+        );
+        for h in 0..8 {
+            let (mut a, b) = (v[h].1.clone(), &v[hw.twin(h)].1);
+            a.device.spec.memory = b.device.spec.memory;
+            assert_eq!(format!("{a:?}"), format!("{b:?}"), "{h}");
+        }
     }
 }

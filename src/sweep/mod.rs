@@ -2,7 +2,8 @@
 //!
 //! [`rank`] holds the streaming top-k and Pareto set; [`driver`] evaluates a grid of
 //! indices with rayon and merges deterministically; [`grid`] lays out the search space;
-//! [`search`] runs it through the estimate; [`objective`] ranks; [`bandwidth`] splits a
+//! [`search`] runs it through the estimate ([`prune`]: a hardware × plan grid with shared
+//! estimates and bound pruning); [`objective`] ranks; [`bandwidth`] splits a
 //! per-NPU bandwidth budget across dimensions.
 
 pub mod all;
@@ -13,6 +14,7 @@ pub mod grid;
 pub mod hardware;
 pub mod networks;
 pub mod objective;
+pub mod prune;
 pub mod rank;
 pub mod report;
 pub mod search;

@@ -83,6 +83,15 @@ impl<T> TopK<T> {
         }
     }
 
+    /// The key of the k-th best entry once k are kept (no entry with a larger key can
+    /// enter); `None` before.
+    pub fn threshold(&self) -> Option<f64> {
+        if self.heap.len() < self.k {
+            return None;
+        }
+        self.heap.peek().map(|w| w.key)
+    }
+
     /// Merges another top-k into this one.
     pub fn merge(&mut self, other: TopK<T>) {
         for e in other.heap {

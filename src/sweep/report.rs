@@ -41,6 +41,8 @@ pub fn build(
         configurations: r.total,
         evaluated: r.run.evaluated,
         estimates: r.estimates,
+        shared: r.pruning.map(|c| c.shared),
+        pruned: r.pruning.map(|c| c.pruned),
         dropped: r.drops.iter().map(|d| d.count).sum(),
         valid: r.run.kept,
         elapsed_s: timing.then_some(r.run.elapsed_s),
@@ -80,6 +82,20 @@ pub fn build(
         v.pareto_objectives[0],
         v.pareto_objectives[1],
     ));
+    if let Some(c) = r.pruning {
+        v.notes.push(format!(
+            "hardware × plan: of {} points, {} estimated, {} shared an estimate (HBM capacity changes only the fit), {} pruned by bound (T ≥ F = T_fwd + T_bwd + T_recompute + T_optimizer, the compute floor no network or lower peak undercuts, worse than the k-th best and dominated on the Pareto front), the rest redundant or not fitting{}",
+            r.run.evaluated,
+            c.estimates,
+            c.shared,
+            c.pruned,
+            if timing {
+                format!("; {:.1} M points/s", r.run.evaluated as f64 / r.run.elapsed_s.max(1e-9) / 1e6)
+            } else {
+                String::new()
+            }
+        ));
+    }
     if let (Some(b), Some(best)) = (budget, r.run.top.first()) {
         v.bandwidth = split(model, grid, &best.item, b, &mut v.notes)?;
     }
@@ -118,6 +134,14 @@ fn summary(v: &SweepResult) -> Result<Table> {
         ("full estimates computed", Cell::int(v.estimates)),
     ] {
         t.push(vec![Cell::text(k), c])?;
+    }
+    for (k, n) in [
+        ("shared an estimate (HBM only)", v.shared),
+        ("pruned by bound", v.pruned),
+    ] {
+        if let Some(n) = n {
+            t.push(vec![Cell::text(k), Cell::int(n)])?;
+        }
     }
     if let (Some(s), Some(rate)) = (v.elapsed_s, v.estimates_per_s) {
         t.push(vec![Cell::text("wall time"), Cell::q(Seconds::new(s), s)])?;

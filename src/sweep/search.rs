@@ -4,6 +4,7 @@
 use super::driver::{self, Outcome, RunOptions, RunResult, Sink};
 use super::grid::{DropCount, Grid};
 use super::objective::Objective;
+use super::prune;
 use crate::estimate::{self, Estimate, Memo};
 use crate::model::Model;
 
@@ -45,6 +46,9 @@ pub struct SearchResult {
     pub estimates: u64,
     /// Total configurations in the grid.
     pub total: u64,
+    /// With hardware axes: points that took a twin's estimate (they differ only in HBM
+    /// capacity) and points skipped by the bound (`prune`); `None` otherwise.
+    pub pruning: Option<prune::Counts>,
 }
 
 impl SearchResult {
@@ -84,7 +88,9 @@ pub fn evaluate_index_memo(
     }
 }
 
-/// Searches the whole grid. `sink` receives every hot-loop outcome in index order.
+/// Searches the whole grid. `sink` receives every hot-loop outcome in index order. A grid
+/// with hardware axes and no sink runs the pruned search (`prune`), which finds the same
+/// top-k and Pareto set with far fewer estimates.
 pub fn search(
     model: &Model,
     grid: &Grid,
@@ -92,13 +98,25 @@ pub fn search(
     sink: Option<Sink<'_, Hit>>,
 ) -> SearchResult {
     let n = grid.hot_len();
-    let run = driver::run(
-        n,
-        opts.run,
-        Memo::new,
-        |memo, i| evaluate_index_memo(model, grid, opts, i, memo),
-        sink,
-    );
+    let (run, pruning) = if grid.hw_count() > 1 && sink.is_none() {
+        let (run, c) = prune::search(model, grid, opts, true);
+        (run, Some(c))
+    } else {
+        let run = driver::run(
+            n,
+            opts.run,
+            Memo::new,
+            |memo, i| evaluate_index_memo(model, grid, opts, i, memo),
+            sink,
+        );
+        (run, None)
+    };
+    finish(grid, run, pruning)
+}
+
+/// The result of a run: drops per reason (structural and hot-loop) and the counts.
+pub fn finish(grid: &Grid, run: RunResult<Hit>, pruning: Option<prune::Counts>) -> SearchResult {
+    let n = grid.hot_len();
     let mut drops = grid.invalid.clone();
     for (r, name) in HOT_REASONS.iter().enumerate() {
         if run.dropped[r] > 0 {
@@ -108,11 +126,12 @@ pub fn search(
             });
         }
     }
-    let estimates = n - run.dropped[0];
+    let estimates = pruning.map_or(n - run.dropped[0], |c| c.estimates);
     SearchResult {
         run,
         drops,
         estimates,
         total: grid.total,
+        pruning,
     }
 }
