@@ -1,7 +1,7 @@
 //! ASTRA-sim compatibility: readers for its network YAML ([`network_yaml`]), system and
 //! remote-memory JSON ([`system_json`]) and Chakra execution traces ([`chakra`]); an
 //! ASTRA-sim-faithful model of its congestion-unaware analytical backend ([`model`],
-//! [`phases`], [`schedule`], [`tree`]); the critical path of whole traces ([`trace`]); our physical
+//! [`phases`], [`schedule`]); the critical path of whole traces ([`trace`]); our physical
 //! model on the same inputs ([`physical`]); and writers for all of them ([`export`]).
 
 pub mod chakra;
@@ -16,4 +16,3 @@ pub mod physical;
 pub mod schedule;
 pub mod system_json;
 pub mod trace;
-pub mod tree;

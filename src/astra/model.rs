@@ -22,7 +22,6 @@ use super::network_yaml::AstraNetwork;
 use super::phases::{self, LogicalDim, PhaseOp};
 use super::schedule;
 use super::system_json::{AstraSystem, Optimization, Policy};
-use super::tree;
 use crate::error::{Error, Result};
 
 pub use super::phases::Impl;
@@ -266,16 +265,6 @@ pub fn run(
     let serial: u128 = b.phases().iter().map(|p| u128::from(p.ns)).sum();
     phases::fit_ns(serial * u128::from(chunks), "collective")?;
     b.total_ns = schedule::finish_ns(b.phases(), chunks, b.active, lifo);
-    // One tree phase alone: its chunks overlap node by node (`tree`), which the queue
-    // schedule of whole-chunk phase times cannot express.
-    if let [p] = b.phases()
-        && p.imp == Impl::DoubleBinaryTree
-        && !knobs.congestion_aware
-    {
-        let d = dims.iter().find(|d| d.queue == p.dim).unwrap_or(&dims[0]);
-        let r = phases::reduce_ns(p.bytes, sys.local_mem_bw_gbps);
-        b.total_ns = tree::total_ns(d, p.bytes, chunks, u64::from(b.active), e, r)?;
-    }
     Ok(b)
 }
 

@@ -9,7 +9,7 @@
 //! | ring | 2(p−1)T(c/p) + (2p−1)E + (p−1)R(c/p) | (p−1)T(c/p) + pE + (p−1)R(c/p) | (p−1)T(c) + pE | nT(c/p) + (n+1)E, n = p(p−1)/2 |
 //! | direct, r = ⌈(p−1)/window⌉ | r = 1: max_j(s_j + T_j) + E (`direct_all_reduce`; 2T(c/p) + 3E + R(c/p) with equal hops); r > 1: 2rT(c/p) + (2r+1)E + rR(c/p) | rT(c/p) + (r+1)E + rR(c/p) | rT(c) + (r+1)E | rT(c/p) + (r+1)E |
 //! | halvingDoubling, k = log2 p | Σ_{j=1..k} 2T_{h(2^{j−1})}(c/2^j) + (2k+1)E + Σ_{j=2..k} R(c/2^j) | Σ_{j=1..k} T_{h(2^{j−1})}(c/2^j) + (k+1)E + Σ_{j=2..k} R(c/2^j) | Σ_{j=0..k−1} T_{h(p/2^{j+1})}(2^j c) + (k+1)E | exits |
-//! | doubleBinaryTree, H = log2 p | node by node (`tree`): 2H·T(c) + (2H+1)E + (2H−1)R(c) with equal hops (every collective) | same | same | same |
+//! | doubleBinaryTree, H = ⌊log2 p⌋ | 2H·T(c) + (2H+1)E + (2H−1)R(c) (every collective) | same | same | same |
 //!
 //! Ring, direct (full window) and halving-doubling are the forms of ASTRA_NOTES.md, which
 //! reproduce every single-dimension reference run exactly. The congestion-aware backend
@@ -20,8 +20,7 @@
 //! links and are refused under that backend. Direct with a smaller window
 //! and the double binary tree are derived from the same per-packet rules (no reference
 //! run covers them): the tree climbs H levels (each a message, a receive E and a
-//! reduction) and descends H levels, each tree edge with its own hop count (`tree`);
-//! under the congestion-aware backend the equal-hop form is kept.
+//! reduction) and descends H levels.
 
 use super::network_yaml::{AstraDim, AstraNetwork};
 use crate::error::{Error, Result};
@@ -217,7 +216,7 @@ fn link_ns(d: &AstraDim) -> f64 {
 }
 
 /// R(m) = 3·⌊m / LMBW⌋ ns, LMBW in GB/s decimal = B/ns (`MemBus.cc`: three memory passes).
-pub(super) fn reduce_ns(m: u64, lmbw: f64) -> u64 {
+fn reduce_ns(m: u64, lmbw: f64) -> u64 {
     ((m as f64 / lmbw).floor() as u64).saturating_mul(3)
 }
 
@@ -263,7 +262,6 @@ pub fn phase_ns(imp: Impl, op: PhaseOp, c: u64, d: &LogicalDim, e: u64, lmbw: f6
     }
     let r = |m: u64| u128::from(reduce_ns(m, lmbw));
     let w = u128::from;
-    let e64 = e;
     let (pp, e) = (w(p), w(e));
     let ns = match imp {
         Impl::Ring | Impl::OneRing => {
@@ -301,10 +299,6 @@ pub fn phase_ns(imp: Impl, op: PhaseOp, c: u64, d: &LogicalDim, e: u64, lmbw: f6
             }
         }
         Impl::HalvingDoubling | Impl::OneHalvingDoubling => halving_doubling(op, c, d, e, lmbw)?,
-        Impl::DoubleBinaryTree if !d.aware => {
-            let c = nonzero(c, "tree message")?;
-            w(super::tree::chunk_ns(d, c, e64, reduce_ns(c, lmbw))?)
-        }
         Impl::DoubleBinaryTree => {
             let h = w(63 - u64::from(p.leading_zeros())); // ⌊log2 p⌋, p ≥ 2
             let t = w(d.msg_ns(d.hops(1), nonzero(c, "tree message")?));

@@ -341,9 +341,6 @@ fn explain(b: &Breakdown, net: &AstraNetwork, sys: &AstraSystem, knobs: &Knobs) 
             {
                 "direct all-reduce: max_j (s_j + T_j) + E, T_j the message to distance j, s_j = max(g_(j), first g ≥ E + max T), g = 2E + R + T sorted"
             }
-            (Impl::DoubleBinaryTree, _) => {
-                "double binary tree, node by node: leaves E, up T + E + R per level, down T + E + R, last E; each edge its own hops (astra::tree)"
-            }
             _ => "closed form in astra::phases",
         };
         out.push(format!(
@@ -352,17 +349,9 @@ fn explain(b: &Breakdown, net: &AstraNetwork, sys: &AstraSystem, knobs: &Knobs) 
             d.beta_bytes_per_ns(), sys.local_mem_bw_gbps, p.ns
         ));
     }
-    let tree =
-        matches!(b.phases(), [p] if p.imp == Impl::DoubleBinaryTree) && !knobs.congestion_aware;
     out.push(format!(
-        "queues: {} chunk(s) per dimension at once; total = {} ns ({})",
-        b.active,
-        b.total_ns,
-        if tree {
-            "tree chunks overlap: each NPU starts its next chunk when it ends one, trees alternating"
-        } else {
-            "⌈chunks/A⌉·t for one phase, else the queue schedule"
-        }
+        "queues: {} chunk(s) per dimension at once; total = {} ns (⌈chunks/A⌉·t for one phase, else the queue schedule)",
+        b.active, b.total_ns
     ));
     out
 }
