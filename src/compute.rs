@@ -131,6 +131,22 @@ pub struct EfficiencySpec {
     /// Extra factor on the batched attention GEMMs (QKᵀ, attention·V) of unfused attention.
     #[serde(default = "one")]
     pub attention: f64,
+    /// Fraction of the 16-bit matrix peak the fused (flash) attention forward kernel
+    /// sustains at long sequences (`transformer/layer.rs`, `fused_attention`). Default 0.35:
+    /// FlashAttention-2 on A100 and H100 (Dao 2023, Fig. 4–7; Shah et al. 2024,
+    /// FlashAttention-3, Fig. 5: 335 TFLOP/s causal, head size 128, on H100).
+    #[serde(default = "default_flash_fwd")]
+    pub flash_fwd: f64,
+    /// The same for the fused backward kernel (its FLOPs counted as 2.5 × forward). Default
+    /// 0.33 (FlashAttention-3 paper, Fig. 6: FlashAttention-2 backward 322 TFLOP/s on H100).
+    #[serde(default = "default_flash_bwd")]
+    pub flash_bwd: f64,
+    /// Sequence length (tokens per kernel) at which the fused attention kernel reaches half
+    /// its long-sequence efficiency: `e(n) = e · n/(n + n0)`. Default 384: the forward and
+    /// backward curves of FlashAttention-2 and cuDNN in the FlashAttention-3 paper (Fig. 5,
+    /// 6; head size 128) reach 0.57–0.6 of their 16K value at 512 tokens.
+    #[serde(default = "default_flash_n0")]
+    pub flash_n0: u32,
     /// Fraction of HBM bandwidth an elementwise kernel sustains (STREAM-like).
     pub memory: f64,
     /// Fixed cost of one kernel launch and tail.
@@ -146,6 +162,16 @@ pub struct EfficiencySpec {
 
 fn default_overlap_slowdown() -> f64 {
     0.189
+}
+
+fn default_flash_fwd() -> f64 {
+    0.35
+}
+fn default_flash_bwd() -> f64 {
+    0.33
+}
+fn default_flash_n0() -> u32 {
+    384
 }
 
 fn default_tile() -> [u32; 2] {
@@ -204,6 +230,8 @@ impl Device {
         for (k, v) in [
             ("gemm", e.gemm),
             ("attention", e.attention),
+            ("flash_fwd", e.flash_fwd),
+            ("flash_bwd", e.flash_bwd),
             ("memory", e.memory),
         ] {
             if !(v > 0.0 && v <= 1.0) {
