@@ -85,17 +85,19 @@ pub(super) fn embedding_sync(c: &Ctx) -> Result<(Seconds, f64)> {
     Ok((coll(C::AllReduce, bytes, &pair, c.coll)?, bytes))
 }
 
-/// The compute of one pass a DP (or ZeRO-3) collective can hide behind. A GEMM hides a TP
-/// collective and a DP bucket at the same time when they travel on different network
-/// dimensions (NVLink and the scale-out NICs are separate links; each collective's kernels
-/// take their own SMs, which the window's interference κ charges): the whole compute less
-/// what hides CP. When TP and DP share a dimension, the compute already hiding TP is not
-/// free for DP (`Pass::free`), and `windows::shared` adds their contention.
+/// The span of one pass a DP (or ZeRO-3) collective can be in flight during. When TP and DP
+/// travel on different network dimensions (NVLink and the scale-out NICs are separate
+/// links) a DP bucket flows during the whole critical path of the pass, TP's part of it
+/// included: compute, the TP communication left exposed and the interference it caused
+/// (`T = G + E_TP + κ·o_TP`), less the compute hiding CP. The pass then lasts about
+/// `max(T, C_DP)`, which never grows when compute gets faster. When TP and DP share a
+/// dimension, only compute not already hiding TP is free for DP (`Pass::free`), and
+/// `windows::shared` adds their contention.
 pub(super) fn dp_window(c: &Ctx, p: &Pass) -> Seconds {
     if c.tp_dp_share {
         p.free()
     } else {
-        (p.compute() - p.cp_hidden).max(Seconds::ZERO)
+        (p.compute() + p.tp + p.slow - p.cp_hidden).max(Seconds::ZERO)
     }
 }
 
