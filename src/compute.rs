@@ -121,6 +121,11 @@ pub struct MatrixPeaks {
 pub struct EfficiencySpec {
     /// Fraction of matrix peak a large, well-shaped GEMM sustains (cuBLAS plateau).
     pub gemm: f64,
+    /// Fraction of its own peak a large 8- or 4-bit GEMM (FP8, MXFP8, NVFP4) sustains, when
+    /// it differs from `gemm` (the denser math draws more power per second and the clocks
+    /// drop further under the board's power limit). Default: `gemm`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gemm_lowp: Option<f64>,
     /// GEMM tile (rows × columns of the output one compute unit produces per wave).
     #[serde(default = "default_tile")]
     pub gemm_tile: [u32; 2],
@@ -229,6 +234,7 @@ impl Device {
         let e = &spec.efficiency;
         for (k, v) in [
             ("gemm", e.gemm),
+            ("gemm_lowp", e.gemm_lowp.unwrap_or(e.gemm)),
             ("attention", e.attention),
             ("flash_fwd", e.flash_fwd),
             ("flash_bwd", e.flash_bwd),
@@ -358,8 +364,15 @@ impl Device {
             return Seconds::ZERO;
         }
         let flop = Flop::new(2.0 * m * n * k * batch);
-        let k0 = self.spec.efficiency.gemm_k_overhead as f64;
-        let e = self.gemm_efficiency(m, n, k, batch) * (k + k0) / (k + k0 * speedup.max(1.0));
+        let eff = &self.spec.efficiency;
+        let k0 = eff.gemm_k_overhead as f64;
+        // Low-precision plateau: `gemm_lowp / gemm` on the whole efficiency.
+        let plateau = match eff.gemm_lowp {
+            Some(l) if speedup > 1.0 => l / eff.gemm,
+            _ => 1.0,
+        };
+        let e =
+            self.gemm_efficiency(m, n, k, batch) * plateau * (k + k0) / (k + k0 * speedup.max(1.0));
         flop / (peak * e) + self.spec.efficiency.kernel_overhead
     }
 

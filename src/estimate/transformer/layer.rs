@@ -179,27 +179,31 @@ pub(super) fn attention<T: Trace>(c: &Ctx, tr: &mut T) -> (Seconds, Seconds) {
 /// (forward, backward). A fused kernel is not two GEMMs: it streams key/value tiles
 /// through on-chip softmax, so its throughput is the kernel's own, measured per pass:
 ///
-/// `F = 2·batch·sq·s·(d_qk + d_v)·(½ if causal)` (QKᵀ and attention·V; causal tiles above
-/// the diagonal are skipped), backward FLOPs `2.5·F` (five GEMMs: QKᵀ recomputed, dV, dP,
+/// `F = 2·batch·sq·s_k·(d_qk + d_v)·(½ if causal)` (QKᵀ and attention·V; causal tiles
+/// above the diagonal are skipped), where `s_k` is the keys a query sees: the sequence `s`,
+/// or the sample length `L` when samples are packed into one sequence and attention spans
+/// each sample (Transformer Engine's THD format with per-sample `cu_seqlens`), backward FLOPs `2.5·F` (five GEMMs: QKᵀ recomputed, dV, dP,
 /// dQ, dK; the FLOP convention of Dao 2023 and Shah et al. 2024),
 /// `T_fwd = F / (peak₁₆ · e_fwd · n/(n + n0)) + k·t_launch`,
 /// `T_bwd = 2.5·F / (peak₁₆ · e_bwd · n/(n + n0)) + k·t_launch`,
 ///
 /// with `e_fwd`, `e_bwd`, `n0` the device's `flash_fwd`, `flash_bwd`, `flash_n0`, peak₁₆
 /// the 16-bit peak (Transformer Engine keeps attention in BF16 under FP8 recipes), and
-/// `n` the sequence length one kernel sees: `s`, or `s/c` for ring context parallelism,
+/// `n` the sequence length one kernel sees: `s_k`, or `s_k/c` for ring context parallelism,
 /// which runs `k = c` kernels per pass on blocks of the sequence (Transformer Engine's
 /// `AttnFuncWithCP`; `k = 1` otherwise). The saturation `n/(n + n0)` is the rise of the
 /// measured kernel throughput with sequence length (FlashAttention-3 paper, Fig. 5–6).
 fn fused_attention<T: Trace>(c: &Ctx, sq: f64, batch: f64, tr: &mut T) -> (Seconds, Seconds) {
     let (m, e) = (c.m, &c.dev.spec.efficiency);
     let half = if m.causal { 0.5 } else { 1.0 };
-    let flop = 2.0 * batch * sq * m.s * (m.attn.qk_d + m.attn.v_d) * half;
+    // Keys each query sees: the sequence, or its packed sample.
+    let span = m.s.min(c.plan.sample_len as f64);
+    let flop = 2.0 * batch * sq * span * (m.attn.qk_d + m.attn.v_d) * half;
     let ring = c.plan.cp > 1 && c.plan.cp_kind == crate::parallel::CpKind::Ring;
     let (n, k) = if ring {
-        (m.s / c.plan.cp as f64, c.plan.cp as f64)
+        (span / c.plan.cp as f64, c.plan.cp as f64)
     } else {
-        (m.s, 1.0)
+        (span, 1.0)
     };
     let sat = n / (n + e.flash_n0 as f64);
     let peak = c.attn_peak.get();
@@ -208,8 +212,8 @@ fn fused_attention<T: Trace>(c: &Ctx, sq: f64, batch: f64, tr: &mut T) -> (Secon
     let b = Seconds::new(2.5 * flop / (peak * e.flash_bwd * sat)) + launch;
     tr.line(|| {
         format!(
-            "  attention (fused): F = 2·{batch}·{sq}·{}·({}+{})·{half} = {flop:.4e} FLOP; n/(n+n0) = {n}/({n}+{}) = {sat:.3}; fwd = F/({} · {} · {sat:.3}) + {k}·{} = {f}, bwd = 2.5·F/({} · {} · {sat:.3}) + {k}·{} = {b}",
-            m.s, m.attn.qk_d, m.attn.v_d, e.flash_n0, c.attn_peak, e.flash_fwd, e.kernel_overhead, c.attn_peak, e.flash_bwd, e.kernel_overhead
+            "  attention (fused): F = 2·{batch}·{sq}·{span}·({}+{})·{half} = {flop:.4e} FLOP; n/(n+n0) = {n}/({n}+{}) = {sat:.3}; fwd = F/({} · {} · {sat:.3}) + {k}·{} = {f}, bwd = 2.5·F/({} · {} · {sat:.3}) + {k}·{} = {b}",
+            m.attn.qk_d, m.attn.v_d, e.flash_n0, c.attn_peak, e.flash_fwd, e.kernel_overhead, c.attn_peak, e.flash_bwd, e.kernel_overhead
         )
     });
     (f, b)
