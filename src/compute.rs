@@ -500,6 +500,24 @@ kernel_overhead = "0 s"
     }
 
     #[test]
+    fn low_precision_plateau_by_hand() {
+        // gemm 0.8, gemm_lowp 0.6, FP8 main loop 2× faster: one full wave of 256×128 tiles,
+        // K = 2^20: e = 0.6 · K/(K + 64·2) → t = 2·M·N·K / (peak · e).
+        let mut spec = dev().spec;
+        spec.efficiency.gemm_lowp = Some(0.6);
+        let d = Device::from_spec(spec).unwrap();
+        let (m, n, k) = (256.0 * 108.0, 128.0, 1048576.0);
+        let peak = FlopRate::new(624e12);
+        let t = d.gemm_time_at(peak, 2.0, m, n, k, 1.0).get();
+        let e = 0.6 * k / (k + 128.0);
+        assert_relative_eq!(t, 2.0 * m * n * k / (624e12 * e), max_relative = 1e-12);
+        // 16-bit GEMMs keep the `gemm` plateau.
+        let t16 = d.gemm_time_at(peak, 1.0, m, n, k, 1.0).get();
+        let e16 = 0.8 * k / (k + 64.0);
+        assert_relative_eq!(t16, 2.0 * m * n * k / (624e12 * e16), max_relative = 1e-12);
+    }
+
+    #[test]
     fn memory_and_missing_precision() {
         let d = dev();
         let t = d.memory_time(Bytes::new(1.6e9), 0.0);

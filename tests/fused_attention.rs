@@ -8,6 +8,10 @@
 //! backward = 2.5·F / (989 TFLOP/s · 0.33 · 0.914286) + 4 µs = 143.94 µs + 4 µs = 147.94 µs
 //! (FlashAttention-2 throughput on H100, FlashAttention-3 paper Fig. 5–6: the preset's
 //! flash_fwd 0.34 and flash_bwd 0.33).
+//!
+//! Packed into samples of 512 tokens, each query sees 512 keys: F = 2·4·4096·512·256·½ =
+//! 2^31 FLOP, saturation 512/(512 + 384) = 0.571429, forward = 11.18 µs + 4 µs = 15.18 µs,
+//! backward = 28.79 µs + 4 µs = 32.79 µs.
 
 use assert_cmd::Command;
 
@@ -26,31 +30,34 @@ fn micros(line: &str, key: &str) -> f64 {
     }
 }
 
-#[test]
-fn fused_attention_times_by_hand_on_h100() {
+/// (forward, backward) µs of the fused attention in `--explain` for Llama 2 7B on 8 H100
+/// (TP 8), sequence 4096, plus `extra` flags.
+fn fused(extra: &[&str]) -> (f64, f64) {
+    let mut args = vec![
+        "estimate",
+        "--model",
+        "llama2-7b",
+        "--system",
+        "dgx-h100",
+        "--gpus",
+        "8",
+        "--tp",
+        "8",
+        "--seq-len",
+        "4096",
+        "--micro-batch",
+        "1",
+        "--global-batch",
+        "1",
+        "--precision",
+        "bf16",
+        "--flash-attention",
+        "--explain",
+    ];
+    args.extend_from_slice(extra);
     let out = Command::cargo_bin("astrolabe")
         .unwrap()
-        .args([
-            "estimate",
-            "--model",
-            "llama2-7b",
-            "--system",
-            "dgx-h100",
-            "--gpus",
-            "8",
-            "--tp",
-            "8",
-            "--seq-len",
-            "4096",
-            "--micro-batch",
-            "1",
-            "--global-batch",
-            "1",
-            "--precision",
-            "bf16",
-            "--flash-attention",
-            "--explain",
-        ])
+        .args(&args)
         .output()
         .unwrap();
     assert!(
@@ -63,10 +70,19 @@ fn fused_attention_times_by_hand_on_h100() {
         .lines()
         .find(|l| l.contains("attention (fused)"))
         .expect("explain shows the fused attention");
-    let (fwd, bwd) = (micros(line, "fwd ="), micros(line, "bwd ="));
-    assert!((fwd / 59.88 - 1.0).abs() < 2e-3, "forward {fwd} µs: {line}");
-    assert!(
-        (bwd / 147.94 - 1.0).abs() < 2e-3,
-        "backward {bwd} µs: {line}"
-    );
+    (micros(line, "fwd ="), micros(line, "bwd ="))
+}
+
+#[test]
+fn fused_attention_times_by_hand_on_h100() {
+    let (fwd, bwd) = fused(&[]);
+    assert!((fwd / 59.88 - 1.0).abs() < 2e-3, "forward {fwd} µs");
+    assert!((bwd / 147.94 - 1.0).abs() < 2e-3, "backward {bwd} µs");
+}
+
+#[test]
+fn packed_samples_shorten_the_attention_span() {
+    let (fwd, bwd) = fused(&["--packed-sample-len", "512"]);
+    assert!((fwd / 15.18 - 1.0).abs() < 3e-3, "forward {fwd} µs");
+    assert!((bwd / 32.79 - 1.0).abs() < 3e-3, "backward {bwd} µs");
 }

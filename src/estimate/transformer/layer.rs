@@ -75,6 +75,18 @@ pub(super) fn linears<T: Trace>(c: &Ctx, tr: &mut T) -> Linears {
         router: (z, z),
         cast: (z, z),
     };
+    if c.speedup > 1.0 {
+        tr.line(|| {
+            let e = &c.dev.spec.efficiency;
+            let k0 = e.gemm_k_overhead as f64;
+            format!(
+                "  {} GEMMs: e = gemm_lowp · q · K/(K + k0·peak/peak₁₆) = {} · q · K/(K + {:.0}) (the efficiency column below is the 16-bit one)",
+                c.plan.precision.name(),
+                e.gemm_lowp.unwrap_or(e.gemm),
+                k0 * c.speedup
+            )
+        });
+    }
     // Elements quantized before the low-precision GEMMs: inputs (forward) and output
     // gradients (backward); the router stays 16-bit.
     let (mut cast_in, mut cast_grad) = (0.0, 0.0);
