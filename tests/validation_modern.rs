@@ -261,9 +261,9 @@ fn every_stated_plan_is_an_estimate_command() {
     assert!(o.errors.iter().all(|e| e.is_finite()));
 }
 
-/// Issue 11's bound on the median (|error| ≤ 7 %); it holds (1.9 %). Three device
-/// parameters were fitted on rows of this set (docs/validation-modern.md names them and
-/// gives their leave-one-out errors), so this median is partly in-sample.
+/// Issue 11's bound on the median (|error| ≤ 7 %); it holds (1.9 %). Three preset values
+/// were fitted on rows of this set (docs/validation-modern.md names the rows and gives
+/// their leave-one-out errors), so this median is partly in-sample.
 #[test]
 fn issue_11_median_bound() {
     let o = run_all(false);
