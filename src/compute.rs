@@ -138,8 +138,9 @@ pub struct EfficiencySpec {
     pub attention: f64,
     /// Fraction of the 16-bit matrix peak the fused (flash) attention forward kernel
     /// sustains at long sequences (`transformer/layer.rs`, `fused_attention`). Default 0.35:
-    /// FlashAttention-2 on A100 and H100 (Dao 2023, Fig. 4–7; Shah et al. 2024,
-    /// FlashAttention-3, Fig. 5: 335 TFLOP/s causal, head size 128, on H100).
+    /// FlashAttention-2 as measured on H100 (Shah et al. 2024, FlashAttention-3, Fig. 5:
+    /// 335 TFLOP/s causal, head size 128); devices without a measured value of their own
+    /// (A100, MI300X, …) use it as a stand-in.
     #[serde(default = "default_flash_fwd")]
     pub flash_fwd: f64,
     /// The same for the fused backward kernel (its FLOPs counted as 2.5 × forward). Default
