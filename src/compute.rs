@@ -121,6 +121,11 @@ pub struct MatrixPeaks {
 pub struct EfficiencySpec {
     /// Fraction of matrix peak a large, well-shaped GEMM sustains (cuBLAS plateau).
     pub gemm: f64,
+    /// Fraction of its own peak a large 8- or 4-bit GEMM (FP8, MXFP8, NVFP4) sustains, when
+    /// it differs from `gemm` (the denser math draws more power per second and the clocks
+    /// drop further under the board's power limit). Default: `gemm`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gemm_lowp: Option<f64>,
     /// GEMM tile (rows × columns of the output one compute unit produces per wave).
     #[serde(default = "default_tile")]
     pub gemm_tile: [u32; 2],
@@ -131,6 +136,23 @@ pub struct EfficiencySpec {
     /// Extra factor on the batched attention GEMMs (QKᵀ, attention·V) of unfused attention.
     #[serde(default = "one")]
     pub attention: f64,
+    /// Fraction of the 16-bit matrix peak the fused (flash) attention forward kernel
+    /// sustains at long sequences (`transformer/layer.rs`, `fused_attention`). Default 0.35:
+    /// FlashAttention-2 as measured on H100 (Shah et al. 2024, FlashAttention-3, Fig. 5:
+    /// 335 TFLOP/s causal, head size 128); devices without a measured value of their own
+    /// (A100, MI300X, …) use it as a stand-in.
+    #[serde(default = "default_flash_fwd")]
+    pub flash_fwd: f64,
+    /// The same for the fused backward kernel (its FLOPs counted as 2.5 × forward). Default
+    /// 0.33 (FlashAttention-3 paper, Fig. 6: FlashAttention-2 backward 322 TFLOP/s on H100).
+    #[serde(default = "default_flash_bwd")]
+    pub flash_bwd: f64,
+    /// Sequence length (tokens per kernel) at which the fused attention kernel reaches half
+    /// its long-sequence efficiency: `e(n) = e · n/(n + n0)`. Default 384: the forward and
+    /// backward curves of FlashAttention-2 and cuDNN in the FlashAttention-3 paper (Fig. 5,
+    /// 6; head size 128) reach 0.57–0.6 of their 16K value at 512 tokens.
+    #[serde(default = "default_flash_n0")]
+    pub flash_n0: u32,
     /// Fraction of HBM bandwidth an elementwise kernel sustains (STREAM-like).
     pub memory: f64,
     /// Fixed cost of one kernel launch and tail.
@@ -146,6 +168,16 @@ pub struct EfficiencySpec {
 
 fn default_overlap_slowdown() -> f64 {
     0.189
+}
+
+fn default_flash_fwd() -> f64 {
+    0.35
+}
+fn default_flash_bwd() -> f64 {
+    0.33
+}
+fn default_flash_n0() -> u32 {
+    384
 }
 
 fn default_tile() -> [u32; 2] {
@@ -203,7 +235,10 @@ impl Device {
         let e = &spec.efficiency;
         for (k, v) in [
             ("gemm", e.gemm),
+            ("gemm_lowp", e.gemm_lowp.unwrap_or(e.gemm)),
             ("attention", e.attention),
+            ("flash_fwd", e.flash_fwd),
+            ("flash_bwd", e.flash_bwd),
             ("memory", e.memory),
         ] {
             if !(v > 0.0 && v <= 1.0) {
@@ -330,8 +365,15 @@ impl Device {
             return Seconds::ZERO;
         }
         let flop = Flop::new(2.0 * m * n * k * batch);
-        let k0 = self.spec.efficiency.gemm_k_overhead as f64;
-        let e = self.gemm_efficiency(m, n, k, batch) * (k + k0) / (k + k0 * speedup.max(1.0));
+        let eff = &self.spec.efficiency;
+        let k0 = eff.gemm_k_overhead as f64;
+        // Low-precision plateau: `gemm_lowp / gemm` on the whole efficiency.
+        let plateau = match eff.gemm_lowp {
+            Some(l) if speedup > 1.0 => l / eff.gemm,
+            _ => 1.0,
+        };
+        let e =
+            self.gemm_efficiency(m, n, k, batch) * plateau * (k + k0) / (k + k0 * speedup.max(1.0));
         flop / (peak * e) + self.spec.efficiency.kernel_overhead
     }
 
@@ -456,6 +498,24 @@ kernel_overhead = "0 s"
         // K = k0 halves the efficiency.
         let e = d.gemm_efficiency(256.0 * 108.0, 128.0, 64.0, 1.0);
         assert_relative_eq!(e, 0.4, max_relative = 1e-9);
+    }
+
+    #[test]
+    fn low_precision_plateau_by_hand() {
+        // gemm 0.8, gemm_lowp 0.6, FP8 main loop 2× faster: one full wave of 256×128 tiles,
+        // K = 2^20: e = 0.6 · K/(K + 64·2) → t = 2·M·N·K / (peak · e).
+        let mut spec = dev().spec;
+        spec.efficiency.gemm_lowp = Some(0.6);
+        let d = Device::from_spec(spec).unwrap();
+        let (m, n, k) = (256.0 * 108.0, 128.0, 1048576.0);
+        let peak = FlopRate::new(624e12);
+        let t = d.gemm_time_at(peak, 2.0, m, n, k, 1.0).get();
+        let e = 0.6 * k / (k + 128.0);
+        assert_relative_eq!(t, 2.0 * m * n * k / (624e12 * e), max_relative = 1e-12);
+        // 16-bit GEMMs keep the `gemm` plateau.
+        let t16 = d.gemm_time_at(peak, 1.0, m, n, k, 1.0).get();
+        let e16 = 0.8 * k / (k + 64.0);
+        assert_relative_eq!(t16, 2.0 * m * n * k / (624e12 * e16), max_relative = 1e-12);
     }
 
     #[test]

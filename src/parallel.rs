@@ -144,6 +144,10 @@ pub struct PlanSpec {
     /// Sequence length (default: the model's).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub seq_len: Option<u32>,
+    /// Packed sequences: tokens per sample (attention spans each sample; unset: one sample
+    /// per sequence).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub packed_sample_len: Option<u32>,
     /// Explicit layers per pipeline stage (length pp).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub layers_per_stage: Option<Vec<u32>>,
@@ -222,6 +226,7 @@ impl Default for PlanSpec {
             cp: 1,
             cp_kind: CpKind::Ring,
             seq_len: None,
+            packed_sample_len: None,
             layers_per_stage: None,
             first_stage_layers: None,
             last_stage_layers: None,
@@ -298,6 +303,8 @@ pub struct Plan {
     pub cp_kind: CpKind,
     /// Sequence length s (the model's unless overridden).
     pub seq_len: u32,
+    /// Tokens per packed sample, at most `seq_len` (`seq_len`: unpacked).
+    pub sample_len: u32,
     /// Layers per pipeline stage.
     pub stages: Stages,
     /// FP8 scaling recipe.
@@ -400,6 +407,7 @@ impl Plan {
             ("cp", s.cp),
             ("micro_batch", s.micro_batch),
             ("seq_len", s.seq_len.unwrap_or(1)),
+            ("packed_sample_len", s.packed_sample_len.unwrap_or(1)),
         ] {
             if v == 0 {
                 return Err(bad(k, "must be ≥ 1".into()));
@@ -512,6 +520,10 @@ impl Plan {
             cp: s.cp,
             cp_kind: s.cp_kind,
             seq_len: s.seq_len.unwrap_or(model_seq),
+            sample_len: s
+                .packed_sample_len
+                .unwrap_or(u32::MAX)
+                .min(s.seq_len.unwrap_or(model_seq)),
             stages: Stages::new(layers, s.pp, &split)?,
             fp8_recipe: s.fp8_recipe,
             lora_rank: s.lora_rank,

@@ -13,7 +13,8 @@
 //! Measured time: the row's `step_time_s` when the source gives one (NeMo derives it from
 //! tokens/s per GPU), else model FLOPs / (TFLOP/s per GPU × GPUs), with the model FLOPs of
 //! the estimate (Megatron-LM/NeMo convention: the full s×s attention is counted, as both
-//! sources did before mid-2025). LoRA runs use NeMo's defaults (rank 32 on the QKV projection). Run with
+//! sources did before mid-2025). LoRA runs use NeMo's defaults (rank 32 on the QKV projection);
+//! SFT and LoRA pack SQuAD samples (`--packed-sample-len 128`: tests/data/modern/NOTES.md). Run with
 //! `--nocapture` for the docs table
 //! (docs/validation-modern.md).
 
@@ -129,6 +130,13 @@ fn command(r: &Run) -> Result<Vec<String>, &'static str> {
         _ => "bf16",
     };
     flag("precision", prec.to_string());
+    if r.model.contains("SFT") || r.model.contains("LoRA") {
+        // NeMo packs SQuAD samples into 4096-token sequences; attention spans each sample.
+        // The source's own FLOP count per token (TFLOP/s ÷ tokens/s: 39.8 GFLOP for Llama 2
+        // 7B SFT, 77.3 for 13B) is the linear layers plus attention over ~100–120 tokens
+        // (NeMo's Llama formula, 12·s/h per layer); 128 tokens per sample.
+        flag("packed-sample-len", "128".into());
+    }
     if r.model.contains("LoRA") {
         // NeMo 24.07's LoRA defaults: adapter dimension 32 on the QKV projection.
         flag("lora-rank", "32".into());
@@ -253,11 +261,21 @@ fn every_stated_plan_is_an_estimate_command() {
     assert!(o.errors.iter().all(|e| e.is_finite()));
 }
 
-/// The acceptance bounds of issue 11 (median |error| ≤ 7 %, max ≤ 15 %). Ignored until
-/// the estimate composes overlap by dependency windows (DESIGN.md §6): with ideal overlap
-/// the estimate is optimistic on these runs (see docs/validation-modern.md).
+/// Issue 11's bound on the median (|error| ≤ 7 %); it holds (1.9 %). Three preset values
+/// were fitted on rows of this set (docs/validation-modern.md names the rows and gives
+/// their leave-one-out errors), so this median is partly in-sample.
 #[test]
-#[ignore = "issue 11 bounds: enable once overlap windows land (docs/validation-modern.md)"]
+fn issue_11_median_bound() {
+    let o = run_all(false);
+    let med = median_abs(&o.errors);
+    assert!(med <= 0.07, "median |error| {:.1}%", 100.0 * med);
+}
+
+/// Issue 11's bound on the largest error (|error| ≤ 15 %). Ignored: GPT 1.7B (−18.0 %) and
+/// GPT 32B (+16.0 %) of the Megatron-LM 2024 weak-scaling table are still out; their
+/// mechanisms are discussed in docs/validation-modern.md ("What the errors say").
+#[test]
+#[ignore = "issue 11 max bound not met: GPT 1.7B -18.0%, GPT 32B +16.0% (docs/validation-modern.md)"]
 fn issue_11_error_bounds() {
     let o = run_all(false);
     let max = o.errors.iter().fold(0.0f64, |m, e| m.max(e.abs()));

@@ -180,10 +180,15 @@ impl<'a> Generator<'a> {
         }
         let st = plan.stages;
         let even = st.first == st.last && st.max_layers() == st.first;
-        if plan.cp > 1 || plan.lora_rank > 0 || plan.hsdp > 1 || !even || plan.seq_len != m.s as u32
+        if plan.cp > 1
+            || plan.lora_rank > 0
+            || plan.hsdp > 1
+            || !even
+            || plan.seq_len != m.s as u32
+            || plan.sample_len < plan.seq_len
         {
             return Err(Error::Unsupported(
-                "export astra: context parallelism, LoRA, HSDP, uneven pipeline stages and                  --seq-len overrides are not exported (give a model file with that seq_len)"
+                "export astra: context parallelism, LoRA, HSDP, uneven pipeline stages, packed                  samples and --seq-len overrides are not exported (give a model file with that seq_len)"
                     .into(),
             ));
         }

@@ -37,6 +37,10 @@ pub struct PlanFlags {
     /// Sequence length (default: the model's).
     #[arg(long)]
     pub seq_len: Option<u32>,
+    /// Packed sequences: samples of this many tokens share one sequence and attention spans
+    /// each sample only (fine-tuning with packing; Transformer Engine THD format).
+    #[arg(long, value_name = "TOKENS")]
+    pub packed_sample_len: Option<u32>,
     /// Layers per pipeline stage, comma-separated (e.g. 7,8,8,…,7); sums to the layers.
     #[arg(long, value_delimiter = ',')]
     pub layers_per_stage: Option<Vec<u32>>,
@@ -141,6 +145,7 @@ impl PlanFlags {
         }
         set!(tp, pp, ep, cp, micro_batch, lora_rank);
         p.seq_len = self.seq_len.or(p.seq_len);
+        p.packed_sample_len = self.packed_sample_len.or(p.packed_sample_len);
         p.first_stage_layers = self.first_stage_layers.or(p.first_stage_layers);
         p.last_stage_layers = self.last_stage_layers.or(p.last_stage_layers);
         if let Some(l) = &self.layers_per_stage {
@@ -225,6 +230,7 @@ impl PlanFlags {
             ("cp", self.cp),
             ("lora_rank", self.lora_rank),
             ("seq_len", self.seq_len),
+            ("packed_sample_len", self.packed_sample_len),
             ("first_stage_layers", self.first_stage_layers),
             ("last_stage_layers", self.last_stage_layers),
             ("micro_batch", self.micro_batch),

@@ -153,11 +153,12 @@ impl Ctx<'_> {
     fn attn_gemm(&self, m: f64, n: f64, k: f64, batch: f64) -> Seconds {
         self.dev.gemm_time(self.attn_peak, m, n, k, batch)
     }
-    /// Forward M×N×K and its backward: data gradient M×K×N, weight gradient K×N×M.
-    fn linear(&self, m: f64, n: f64, k: f64, batch: f64) -> (Seconds, Seconds) {
+    /// A 16-bit linear layer (the output head: not a Transformer Engine module, so never
+    /// FP8): forward M×N×K and its backward, data gradient M×K×N, weight gradient K×N×M.
+    fn linear16(&self, m: f64, n: f64, k: f64, batch: f64) -> (Seconds, Seconds) {
         (
-            self.gemm(m, n, k, batch),
-            self.gemm(m, k, n, batch) + self.gemm(k, n, m, batch),
+            self.attn_gemm(m, n, k, batch),
+            self.attn_gemm(m, k, n, batch) + self.attn_gemm(k, n, m, batch),
         )
     }
     fn mem(&self, bytes: f64, kernels: f64) -> Seconds {

@@ -3,7 +3,7 @@
 //! synchronisation, the data-parallel gradient reduction and ZeRO-3 gathers. TP/SP windows
 //! are in `tp.rs`.
 
-use super::{Block, Ctx};
+use super::{Block, Ctx, Pass};
 use crate::collective::Collective as C;
 use crate::error::Result;
 use crate::estimate::windows::{self, Busy, Overlap, bulk, shared};
@@ -85,6 +85,22 @@ pub(super) fn embedding_sync(c: &Ctx) -> Result<(Seconds, f64)> {
     Ok((coll(C::AllReduce, bytes, &pair, c.coll)?, bytes))
 }
 
+/// The span of one pass a DP (or ZeRO-3) collective can be in flight during. When TP and DP
+/// travel on different network dimensions (NVLink and the scale-out NICs are separate
+/// links) a DP bucket flows during the whole critical path of the pass, TP's part of it
+/// included: compute, the TP communication left exposed and the interference it caused
+/// (`T = G + E_TP + κ·o_TP`), less the compute hiding CP. The pass then lasts about
+/// `max(T, C_DP)`, which never grows when compute gets faster. When TP and DP share a
+/// dimension, only compute not already hiding TP is free for DP (`Pass::free`), and
+/// `windows::shared` adds their contention.
+pub(super) fn dp_window(c: &Ctx, p: &Pass) -> Seconds {
+    if c.tp_dp_share {
+        p.free()
+    } else {
+        (p.compute() + p.tp + p.slow - p.cp_hidden).max(Seconds::ZERO)
+    }
+}
+
 /// What DP traffic shares with: the TP traffic of one layer per pass (busy time per
 /// topology dimension) and the number of layers on the stage.
 pub(super) struct Neighbours {
@@ -145,10 +161,13 @@ pub(super) fn dp_comm<T: Trace>(
         let delay_f = shared(&g_busy, &windows::scaled(&nb.tp_fwd, nb.layers));
         let wb = bulk(
             reduce - last + delay_b,
-            worst.bwd.free() + worst.rec.free(),
+            dp_window(c, &worst.bwd) + dp_window(c, &worst.rec),
             c.kappa,
         );
-        (wb, bulk(gather + delay_f, worst.fwd.free(), c.kappa))
+        (
+            wb,
+            bulk(gather + delay_f, dp_window(c, &worst.fwd), c.kappa),
+        )
     } else {
         (Overlap::exposed(reduce - last), Overlap::exposed(gather))
     };
@@ -160,9 +179,9 @@ pub(super) fn dp_comm<T: Trace>(
             plan.zero,
             Bytes::new(grad),
             plan.dp_bucket_bytes(),
-            worst.bwd.free() + worst.rec.free(),
+            dp_window(c, &worst.bwd) + dp_window(c, &worst.rec),
             wb.exposed,
-            worst.fwd.free(),
+            dp_window(c, &worst.fwd),
             wf.exposed
         )
     });
@@ -283,8 +302,12 @@ pub(super) fn zero3<T: Trace>(
                 &windows::plus(&windows::scaled(&ag_b, ag_bwd), &rs_b),
                 &nb.tp_bwd,
             );
-        let wf = bulk(comm_f, layer.fwd.free(), c.kappa);
-        let wb = bulk(comm_b, layer.bwd.free() + layer.rec.free(), c.kappa);
+        let wf = bulk(comm_f, dp_window(c, &layer.fwd), c.kappa);
+        let wb = bulk(
+            comm_b,
+            dp_window(c, &layer.bwd) + dp_window(c, &layer.rec),
+            c.kappa,
+        );
         tr.line(|| {
             format!(
                 "ZeRO-3 ({}) windows per layer and micro-batch ({k} collectives per layer, each paying its latency{}): all-gather {ag} of {} under the previous layer's forward {} → exposed {}; {gathers}−1 all-gathers + reduce-scatter {} under the layer's recompute + backward {} → exposed {}; ×{windows_n} windows; exposed outright {fixed} (first gathers, last reduce-scatter, embedding and head)",
@@ -298,10 +321,10 @@ pub(super) fn zero3<T: Trace>(
                     String::new()
                 },
                 Bytes::new(pl * c.e),
-                layer.fwd.free(),
+                dp_window(c, &layer.fwd),
                 wf.exposed,
                 ag * (gathers - 1.0) + rs,
-                layer.bwd.free() + layer.rec.free(),
+                dp_window(c, &layer.bwd) + dp_window(c, &layer.rec),
                 wb.exposed
             )
         });

@@ -5,8 +5,10 @@
 //! block, `b·(s/c)·kv_t·(d_qk + d_v)` elements (kv_t = KV heads per TP rank), to the next
 //! rank `c − 1` times; backward passes the key/value block and its gradient (twice the
 //! bytes) `c − 1` times. Each transfer runs while the attention of the block already
-//! held is computed, a window of `T_attention / c`: exposed per step
-//! `max(0, t_step − T_attention/c)` (Liu et al. 2023, Ring Attention §3).
+//! held is computed, a window of `T_attention / c` (Liu et al. 2023, Ring Attention §3):
+//! a bulk window (`windows::bulk`) per step, so the point-to-point kernels in flight also
+//! slow the attention they overlap by κ (NCCL send/receive kernels occupy SMs, as every
+//! overlapped collective does: Lee et al. 2025).
 //!
 //! All-to-all (Ulysses; Jacobs et al. 2023 §3.1): forward exchanges Q, K, V (`b·(s/c)`
 //! tokens × the QKV width per TP rank) and the attention output (`a·d_v/t`); backward
@@ -17,6 +19,7 @@ use super::Ctx;
 use crate::collective::Collective as C;
 use crate::error::Result;
 use crate::estimate::coll;
+use crate::estimate::windows::{Overlap, bulk};
 use crate::parallel::CpKind;
 use crate::units::Seconds;
 
@@ -29,6 +32,8 @@ pub(super) struct CpComm {
     pub(super) bwd: (Seconds, Seconds),
     /// Bytes per device (forward, backward).
     pub(super) bytes: (f64, f64),
+    /// Attention slowed by the overlapped exchange (forward, backward).
+    pub(super) slow: (Seconds, Seconds),
 }
 
 /// CP communication given the layer's attention-core time per pass on this rank.
@@ -44,15 +49,16 @@ pub(super) fn cp_comm(c: &Ctx, att_f: Seconds, att_b: Seconds) -> Result<CpComm>
         CpKind::Ring => {
             let kv_t = (m.attn.kv_heads / t).max(1.0);
             let block = tokens * kv_t * (m.attn.qk_d + m.attn.v_d) * c.e;
-            let step = |bytes: f64, window: Seconds| -> Result<(Seconds, Seconds)> {
+            let step = |bytes: f64, window: Seconds| -> Result<Overlap> {
                 let x = coll(C::SendRecv, bytes, span, c.coll)?;
-                let exposed = (x - window).max(Seconds::ZERO);
-                Ok((exposed * (cp - 1.0), (x - exposed) * (cp - 1.0)))
+                Ok(bulk(x, window, c.kappa).times(cp - 1.0))
             };
+            let (f, b) = (step(block, att_f / cp)?, step(2.0 * block, att_b / cp)?);
             Ok(CpComm {
-                fwd: step(block, att_f / cp)?,
-                bwd: step(2.0 * block, att_b / cp)?,
+                fwd: (f.exposed, f.hidden),
+                bwd: (b.exposed, b.hidden),
                 bytes: ((cp - 1.0) * block, (cp - 1.0) * 2.0 * block),
+                slow: (f.slowdown, b.slowdown),
             })
         }
         CpKind::A2a => {
@@ -63,6 +69,7 @@ pub(super) fn cp_comm(c: &Ctx, att_f: Seconds, att_b: Seconds) -> Result<CpComm>
                 fwd: (x, Seconds::ZERO),
                 bwd: (x, Seconds::ZERO),
                 bytes: (qkv + out, qkv + out),
+                slow: (Seconds::ZERO, Seconds::ZERO),
             })
         }
     }

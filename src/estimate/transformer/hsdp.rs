@@ -34,7 +34,11 @@ pub(super) fn replica_reduce(
     let ar = coll(C::AllReduce, shard, replica, c.dp_coll)?;
     let last = ar * (plan.dp_bucket_bytes().get() / shard).min(1.0);
     let w = if plan.dp_overlap {
-        bulk(ar - last, worst.bwd.free() + worst.rec.free(), c.kappa)
+        bulk(
+            ar - last,
+            super::comm::dp_window(c, &worst.bwd) + super::comm::dp_window(c, &worst.rec),
+            c.kappa,
+        )
     } else {
         Overlap::exposed(ar - last)
     };

@@ -75,6 +75,18 @@ pub(super) fn linears<T: Trace>(c: &Ctx, tr: &mut T) -> Linears {
         router: (z, z),
         cast: (z, z),
     };
+    if c.speedup > 1.0 {
+        tr.line(|| {
+            let e = &c.dev.spec.efficiency;
+            let k0 = e.gemm_k_overhead as f64;
+            format!(
+                "  {} GEMMs: e = gemm_lowp · q · K/(K + k0·peak/peak₁₆) = {} · q · K/(K + {:.0}) (the efficiency column below is the 16-bit one)",
+                c.plan.precision.name(),
+                e.gemm_lowp.unwrap_or(e.gemm),
+                k0 * c.speedup
+            )
+        });
+    }
     // Elements quantized before the low-precision GEMMs: inputs (forward) and output
     // gradients (backward); the router stays 16-bit.
     let (mut cast_in, mut cast_grad) = (0.0, 0.0);
@@ -150,17 +162,13 @@ pub(super) fn attention<T: Trace>(c: &Ctx, tr: &mut T) -> (Seconds, Seconds) {
     let (m, s) = (c.m, c.m.s);
     let sq = s / c.plan.cp as f64;
     let batch = c.plan.micro_batch as f64 * m.heads as f64 / c.plan.tp as f64;
+    if c.plan.flash_attention {
+        return fused_attention(c, sq, batch, tr);
+    }
     let eff = c.dev.spec.efficiency.attention;
     let (dqk, dv) = (m.attn.qk_d, m.attn.v_d);
     let qk = c.attn_gemm(sq, s, dqk, batch);
     let av = c.attn_gemm(sq, dv, s, batch);
-    if c.plan.flash_attention {
-        // Fused kernel: 2 GEMMs forward, 5 backward (recomputes QKᵀ); causal skips half.
-        let half = if m.causal { 0.5 } else { 1.0 };
-        let f = (qk + av) * (half / eff);
-        tr.line(|| format!("  attention (fused): fwd {f}, bwd = 2.5 × fwd"));
-        return (f, f * 2.5);
-    }
     let scores = batch * sq * s;
     let drop = if m.bias { 5.0 } else { 0.0 };
     let f = (qk + av) / eff + c.mem(scores * (4.0 + drop), 2.0);
@@ -174,6 +182,50 @@ pub(super) fn attention<T: Trace>(c: &Ctx, tr: &mut T) -> (Seconds, Seconds) {
         format!(
             "  attention core: {batch} × (s×s) scores; QKᵀ {qk}, attention·V {av}; softmax+dropout move {} → fwd {f}, bwd {b}",
             Bytes::new(scores * (4.0 + drop))
+        )
+    });
+    (f, b)
+}
+
+/// Fused (flash) attention on `batch` = b·a/t heads of `sq` queries against `s` keys:
+/// (forward, backward). A fused kernel is not two GEMMs: it streams key/value tiles
+/// through on-chip softmax, so its throughput is the kernel's own, measured per pass:
+///
+/// `F = 2·batch·sq·s_k·(d_qk + d_v)·(½ if causal)` (QKᵀ and attention·V; causal tiles
+/// above the diagonal are skipped), where `s_k` is the keys a query sees: the sequence `s`,
+/// or the sample length `L` when samples are packed into one sequence and attention spans
+/// each sample (Transformer Engine's THD format with per-sample `cu_seqlens`), backward FLOPs `2.5·F` (five GEMMs: QKᵀ recomputed, dV, dP,
+/// dQ, dK; the FLOP convention of Dao 2023 and Shah et al. 2024),
+/// `T_fwd = F / (peak₁₆ · e_fwd · n/(n + n0)) + k·t_launch`,
+/// `T_bwd = 2.5·F / (peak₁₆ · e_bwd · n/(n + n0)) + k·t_launch`,
+///
+/// with `e_fwd`, `e_bwd`, `n0` the device's `flash_fwd`, `flash_bwd`, `flash_n0`, peak₁₆
+/// the 16-bit peak (Transformer Engine keeps attention in BF16 under FP8 recipes), and
+/// `n` the sequence length one kernel sees: `s_k`, or `s_k/c` for ring context parallelism,
+/// which runs `k = c` kernels per pass on blocks of the sequence (Transformer Engine's
+/// `AttnFuncWithCP`; `k = 1` otherwise). The saturation `n/(n + n0)` is the rise of the
+/// measured kernel throughput with sequence length (FlashAttention-3 paper, Fig. 5–6).
+fn fused_attention<T: Trace>(c: &Ctx, sq: f64, batch: f64, tr: &mut T) -> (Seconds, Seconds) {
+    let (m, e) = (c.m, &c.dev.spec.efficiency);
+    let half = if m.causal { 0.5 } else { 1.0 };
+    // Keys each query sees: the sequence, or its packed sample.
+    let span = m.s.min(c.plan.sample_len as f64);
+    let flop = 2.0 * batch * sq * span * (m.attn.qk_d + m.attn.v_d) * half;
+    let ring = c.plan.cp > 1 && c.plan.cp_kind == crate::parallel::CpKind::Ring;
+    let (n, k) = if ring {
+        (span / c.plan.cp as f64, c.plan.cp as f64)
+    } else {
+        (span, 1.0)
+    };
+    let sat = n / (n + e.flash_n0 as f64);
+    let peak = c.attn_peak.get();
+    let launch = e.kernel_overhead * k;
+    let f = Seconds::new(flop / (peak * e.flash_fwd * sat)) + launch;
+    let b = Seconds::new(2.5 * flop / (peak * e.flash_bwd * sat)) + launch;
+    tr.line(|| {
+        format!(
+            "  attention (fused): F = 2·{batch}·{sq}·{span}·({}+{})·{half} = {flop:.4e} FLOP; n/(n+n0) = {n}/({n}+{}) = {sat:.3}; fwd = F/({} · {} · {sat:.3}) + {k}·{} = {f}, bwd = 2.5·F/({} · {} · {sat:.3}) + {k}·{} = {b}",
+            m.attn.qk_d, m.attn.v_d, e.flash_n0, c.attn_peak, e.flash_fwd, e.kernel_overhead, c.attn_peak, e.flash_bwd, e.kernel_overhead
         )
     });
     (f, b)
@@ -216,7 +268,7 @@ pub(super) fn layer<T: Trace>(c: &Ctx, tr: &mut T) -> Result<(Block, TpWindows)>
         mem: mem_f + lin.cast.0,
         tp: tp.fwd.exposed,
         tp_hidden: tp.fwd.hidden,
-        slow: tp.fwd.slowdown,
+        slow: tp.fwd.slowdown + cpc.slow.0,
         tp_bytes: tp.bytes.0,
         ep: ep1,
         ep_bytes: ep_b1,
@@ -229,7 +281,7 @@ pub(super) fn layer<T: Trace>(c: &Ctx, tr: &mut T) -> Result<(Block, TpWindows)>
         mem: mem_b + lin.cast.1,
         tp: tp.bwd.exposed,
         tp_hidden: tp.bwd.hidden,
-        slow: tp.bwd.slowdown,
+        slow: tp.bwd.slowdown + cpc.slow.1,
         tp_bytes: tp.bytes.1,
         cp: cpc.bwd.0,
         cp_hidden: cpc.bwd.1,
@@ -284,7 +336,11 @@ pub(super) fn ends<T: Trace>(c: &Ctx, tp: &TpWindows, tr: &mut T) -> Result<(Blo
         rec: Pass::default(),
     };
     let vt = m.v / t;
-    let (lg_f, lg_b) = c.linear(c.tokens, vt, m.h, 1.0);
+    // The output layer is Megatron-core's own `tensor_parallel.ColumnParallelLinear`, not a
+    // Transformer Engine module (megatron/core/models/gpt/gpt_model.py), so it runs in
+    // 16-bit under FP8-family recipes: forward M×N×K, data and weight gradients at the
+    // 16-bit peak.
+    let (lg_f, lg_b) = c.linear16(c.tokens, vt, m.h, 1.0);
     let small = coll(C::AllReduce, c.tokens * 4.0, &c.place.tp, c.coll)? * 3.0;
     let head_tp = tp.gather;
     let back_tp = tp.reduce;
@@ -307,7 +363,7 @@ pub(super) fn ends<T: Trace>(c: &Ctx, tp: &TpWindows, tr: &mut T) -> Result<(Blo
     };
     tr.line(|| {
         format!(
-            "  logits GEMM M={} N={vt} K={}: fwd {lg_f}, bwd {lg_b}",
+            "  logits GEMM (16-bit) M={} N={vt} K={}: fwd {lg_f}, bwd {lg_b}",
             c.tokens, m.h
         )
     });
