@@ -81,7 +81,9 @@ pub enum Zero3Impl {
     Fsdp,
     /// DeepSpeed ZeRO-3 as of 2021 (v0.3–0.5, the runs of Narayanan et al. SC'21 Table 2):
     /// gathers in prefetch buckets of 5·10⁷ parameters, re-gathered for the recomputed
-    /// forward (3 gathers with full recomputation), parameters and gradients moved at most
+    /// forward (3 gathers with full recomputation; the backward's then fetched on demand,
+    /// as the prefetch trace follows the forward's module order), parameters and
+    /// gradients moved at most
     /// at [`DEEPSPEED_2021_RATE`] per GPU whatever the link, and at most
     /// `stage3_max_live_parameters` = 10⁹ gathered parameters (or the largest weight)
     /// resident with one reduce bucket of 5·10⁸ gradients.

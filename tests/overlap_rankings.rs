@@ -11,7 +11,7 @@
 
 use astrolabe::catalog;
 use astrolabe::estimate::Estimate;
-use astrolabe::parallel::{Recompute, Zero3Impl};
+use astrolabe::parallel::{Recompute, Schedule, Zero3Impl};
 use astrolabe::sweep::driver::RunOptions;
 use astrolabe::sweep::grid::{Axes, Grid};
 use astrolabe::sweep::objective::Objective;
@@ -86,24 +86,40 @@ fn sc21_figure13_tensor_parallelism_up_to_the_node() {
     }
 }
 
-/// Per-GPU throughput of the best PTD-P plan with the paper's model-parallel size over
-/// that of the best ZeRO-3 plan without model parallelism.
-fn ptdp_over_zero3(model: &str, gpus: u32, batch: u32, tp: u32, pp: u32) -> f64 {
+/// SC'21 Table 2's PTD-P runs: micro-batch 1, the 1F1B schedule, no distributed optimizer
+/// (the per-GPU throughput falls from 153 to 141 TFLOP/s as the 12-stage pipeline's
+/// micro-batches per iteration fall from 384 to 96: the non-interleaved bubble).
+fn table2_ptdp(a: &mut Axes) {
+    a.zero = vec![0];
+    a.micro_batch = vec![1];
+    a.schedules = vec![(Schedule::OneFOneB, 1)];
+}
+
+/// Per-GPU throughput of PTD-P over that of ZeRO-3, each with Table 2's settings: PTD-P
+/// with the paper's model-parallel size and micro-batch 1 on `gpus` at `batch`; ZeRO-3
+/// without model parallelism with the paper's micro-batch `z_mbs` on `z_gpus` at `z_batch`.
+fn ptdp_over_zero3(
+    model: &str,
+    (gpus, batch, tp, pp): (u32, u32, u32, u32),
+    (z_gpus, z_batch, z_mbs): (u32, u32, u32),
+) -> f64 {
     let ptdp = best(model, gpus, batch, |a| {
         megatron_2021(a);
         a.tp = vec![tp];
         a.pp = vec![pp];
-        a.zero = vec![0, 1];
+        table2_ptdp(a);
     })
     .expect("PTD-P fits");
-    let zero3 = best(model, gpus, batch, |a| {
+    let zero3 = best(model, z_gpus, z_batch, |a| {
         megatron_2021(a);
         a.tp = vec![1];
         a.pp = vec![1];
         a.zero = vec![3];
+        a.micro_batch = vec![z_mbs];
     })
     .expect("ZeRO-3 fits");
-    let ratio = zero3.time.total.get() / ptdp.time.total.get();
+    let per_gpu = |e: &Estimate, g: u32, b: u32| b as f64 / e.time.total.get() / g as f64;
+    let ratio = per_gpu(&ptdp, gpus, batch) / per_gpu(&zero3, z_gpus, z_batch);
     eprintln!("{model} on {gpus} GPUs: PTD-P / ZeRO-3 per-GPU throughput {ratio:.3}");
     ratio
 }
@@ -111,27 +127,31 @@ fn ptdp_over_zero3(model: &str, gpus: u32, batch: u32, tp: u32, pp: u32) -> f64 
 #[test]
 fn sc21_table2_175b_ptdp_pulls_away_from_zero3_as_gpus_grow() {
     // 175B, batch 1536, PTD-P with TP 8 × PP 12 (model-parallel size 96). Measured per GPU
-    // (TFLOP/s): 384 GPUs 153 vs 144 (ZeRO-3), 1536 GPUs 141 vs 44.
-    let small = ptdp_over_zero3("gpt3-175b", 384, 1536, 8, 12);
-    let large = ptdp_over_zero3("gpt3-175b", 1536, 1536, 8, 12);
-    assert!(
-        (1.0 / 1.15..=1.15).contains(&small),
-        "384 GPUs: PTD-P/ZeRO-3 {small}"
-    );
+    // (TFLOP/s): 384 GPUs 153 vs 144 (ZeRO-3), i.e. 1.06; 1536 GPUs 141 vs 44, i.e. 3.20.
+    let small = ptdp_over_zero3("gpt3-175b", (384, 1536, 8, 12), (384, 1536, 4));
+    let large = ptdp_over_zero3("gpt3-175b", (1536, 1536, 8, 12), (1536, 1536, 1));
+    // PTD-P ahead at the smallest scale as measured; the ratio's error is the sum of the
+    // two sides' (each checked within 15% in the per-GPU tests below).
+    assert!(small > 1.0, "384 GPUs: PTD-P/ZeRO-3 {small}");
     assert!(large >= 1.5, "1536 GPUs: PTD-P/ZeRO-3 {large}");
+    assert!(
+        (large / 3.20 - 1.0).abs() <= 0.15,
+        "1536 GPUs: PTD-P/ZeRO-3 {large}"
+    );
 }
 
 #[test]
 fn sc21_table2_530b_ptdp_pulls_away_from_zero3_as_gpus_grow() {
     // 530B, batch 2240, PTD-P with TP 8 × PP 35 (280). Measured per GPU (TFLOP/s): 171 on
-    // 560 GPUs (ZeRO-3: 138 on 640 at batch 2560), i.e. 1.24; 159 vs 48 on 2240 GPUs.
-    let small = ptdp_over_zero3("megatron-2021-530b", 560, 2240, 8, 35);
-    let large = ptdp_over_zero3("megatron-2021-530b", 2240, 2240, 8, 35);
-    assert!(
-        (1.0 / 1.15..=1.15).contains(&small),
-        "560 GPUs: PTD-P/ZeRO-3 {small}"
-    );
+    // 560 GPUs (ZeRO-3: 138 on 640 at batch 2560), i.e. 1.24; 159 vs 48 on 2240 GPUs, 3.31.
+    let small = ptdp_over_zero3("megatron-2021-530b", (560, 2240, 8, 35), (640, 2560, 4));
+    let large = ptdp_over_zero3("megatron-2021-530b", (2240, 2240, 8, 35), (2240, 2240, 1));
+    assert!(small > 1.0, "560 GPUs: PTD-P/ZeRO-3 {small}");
     assert!(large >= 1.5, "2240 GPUs: PTD-P/ZeRO-3 {large}");
+    assert!(
+        (large / 3.31 - 1.0).abs() <= 0.15,
+        "2240 GPUs: PTD-P/ZeRO-3 {large}"
+    );
 }
 
 /// Hardware FLOPs per GPU and second of a plan (SC'21 counts the recomputed forward:
@@ -143,15 +163,17 @@ fn sc21_tflops(e: &Estimate, layers: f64, h: f64, batch: f64, gpus: f64) -> f64 
 }
 
 #[test]
-fn sc21_table2_zero3_where_communication_bound() {
-    // ZeRO-3 without model parallelism, 2021 DeepSpeed (SC'21 Table 2), at micro-batch 1
-    // and 2, where the parameter traffic outweighs the compute: measured TFLOP/s per GPU
-    // 175B: 88 (768 GPUs), 44 (1536); 530B: 98 (1120), 48 (2240). The per-GPU rate of
-    // DeepSpeed's gathers (24 GB/s, from DeepSpeed issue #1174, not from these rows) sets
-    // them; within 15%.
+fn sc21_table2_zero3_per_gpu_throughput() {
+    // ZeRO-3 without model parallelism, 2021 DeepSpeed (SC'21 Table 2), measured TFLOP/s
+    // per GPU: 175B 144 (384 GPUs, micro-batch 4), 88 (768, 2), 44 (1536, 1); 530B 138
+    // (640 GPUs, batch 2560, 4), 98 (1120, 2), 48 (2240, 1). Nothing is fitted to these
+    // rows: the gathers move at DeepSpeed's 24 GB/s per GPU (DeepSpeed issue #1174) and
+    // those of the backward are fetched on demand under full recomputation; within 15%.
     for (model, layers, h, gpus, batch, mbs, measured) in [
+        ("gpt3-175b", 96.0, 12288.0, 384, 1536, 4, 144.0),
         ("gpt3-175b", 96.0, 12288.0, 768, 1536, 2, 88.0),
         ("gpt3-175b", 96.0, 12288.0, 1536, 1536, 1, 44.0),
+        ("megatron-2021-530b", 105.0, 20480.0, 640, 2560, 4, 138.0),
         ("megatron-2021-530b", 105.0, 20480.0, 1120, 2240, 2, 98.0),
         ("megatron-2021-530b", 105.0, 20480.0, 2240, 2240, 1, 48.0),
     ] {
@@ -233,4 +255,60 @@ fn llama3_405b_on_8192_h100_keeps_tp_in_the_node() {
     .expect("TP 8 × PP 16 fits");
     let gap = published.time.total.get() / top.time.total.get();
     assert!(gap <= 1.10, "TP 8 × PP 16 is {gap}× the best time");
+}
+
+#[test]
+fn sc21_table2_ptdp_per_gpu_throughput() {
+    // PTD-P (SC'21 Table 2), micro-batch 1, measured TFLOP/s per GPU: 175B with TP 8 ×
+    // PP 12 at batch 1536: 153 (384 GPUs), 149 (768), 141 (1536); 530B with TP 8 × PP 35 at
+    // batch 2240: 171 (560), 167 (1120), 159 (2240). Within 15%.
+    for (model, layers, h, tp, pp, gpus, batch, measured) in [
+        ("gpt3-175b", 96.0, 12288.0, 8, 12, 384, 1536, 153.0),
+        ("gpt3-175b", 96.0, 12288.0, 8, 12, 768, 1536, 149.0),
+        ("gpt3-175b", 96.0, 12288.0, 8, 12, 1536, 1536, 141.0),
+        (
+            "megatron-2021-530b",
+            105.0,
+            20480.0,
+            8,
+            35,
+            560,
+            2240,
+            171.0,
+        ),
+        (
+            "megatron-2021-530b",
+            105.0,
+            20480.0,
+            8,
+            35,
+            1120,
+            2240,
+            167.0,
+        ),
+        (
+            "megatron-2021-530b",
+            105.0,
+            20480.0,
+            8,
+            35,
+            2240,
+            2240,
+            159.0,
+        ),
+    ] {
+        let e = best(model, gpus, batch, |a| {
+            megatron_2021(a);
+            a.tp = vec![tp];
+            a.pp = vec![pp];
+            table2_ptdp(a);
+        })
+        .expect("PTD-P fits");
+        let got = sc21_tflops(&e, layers, h, batch as f64, gpus as f64);
+        eprintln!("{model} PTD-P on {gpus} GPUs: {got:.0} TFLOP/s per GPU, measured {measured}");
+        assert!(
+            (got / measured - 1.0).abs() <= 0.15,
+            "{model} on {gpus}: {got} vs {measured}"
+        );
+    }
 }

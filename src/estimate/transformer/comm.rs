@@ -206,9 +206,14 @@ pub(super) fn dp_comm<T: Trace>(
 ///   one before backward also serves the recomputed forward);
 /// - `deepspeed-2021`: prefetch buckets of at most 5·10⁷ parameters, a weight matrix larger
 ///   than that gathered whole (`k = min(weight matrices, ⌈P_l / 5·10⁷⌉)`, each a collective
-///   paying its latency; the embedding and the head one each); module hooks release the weights after the recomputed forward too, so
-///   `g = 3` gathers with full recomputation; every collective takes at least
-///   `bytes·(n−1)/n / R` with `R` = [`DEEPSPEED_2021_RATE`] per GPU.
+///   paying its latency; the embedding and the head one each); module hooks release the
+///   weights after the recomputed forward too, so `g = 3` gathers with full
+///   recomputation, and as DeepSpeed prefetches from a trace of the forward's module
+///   order, which the recomputing backward does not follow, the backward's `g − 1`
+///   gathers are then fetched on demand, exposed (DeepSpeed PR #1916 reworked this trace
+///   handling in 2022; its maintainers on prefetching and the trace: DeepSpeed issue
+///   #4808); every collective takes at least `bytes·(n−1)/n / R` with `R` =
+///   [`DEEPSPEED_2021_RATE`] per GPU.
 ///
 /// Each gather is prefetched one layer ahead:
 /// - forward: `AG_l` hides behind layer l−1's forward (bulk window), `L − 1` windows;
@@ -295,7 +300,16 @@ pub(super) fn zero3<T: Trace>(
     let windows_n = (nb.layers - 1.0).max(0.0);
     let per_mb = if plan.dp_overlap {
         let comm_f = ag + shared(&ag_b, &nb.tp_fwd);
-        let ag_bwd = gathers - 1.0;
+        // DeepSpeed 2021 prefetches from a trace of the forward's module order; with full
+        // recomputation the backward runs the modules in another order, so its gathers
+        // are fetched when needed (exposed) and only the reduce-scatter overlaps.
+        let on_demand = ds && plan.recompute == crate::parallel::Recompute::Full;
+        let ag_bwd = if on_demand { 0.0 } else { gathers - 1.0 };
+        let demand = if on_demand {
+            ag * (gathers - 1.0)
+        } else {
+            Seconds::ZERO
+        };
         let comm_b = ag * ag_bwd
             + rs
             + shared(
@@ -310,7 +324,7 @@ pub(super) fn zero3<T: Trace>(
         );
         tr.line(|| {
             format!(
-                "ZeRO-3 ({}) windows per layer and micro-batch ({k} collectives per layer, each paying its latency{}): all-gather {ag} of {} under the previous layer's forward {} → exposed {}; {gathers}−1 all-gathers + reduce-scatter {} under the layer's recompute + backward {} → exposed {}; ×{windows_n} windows; exposed outright {fixed} (first gathers, last reduce-scatter, embedding and head)",
+                "ZeRO-3 ({}) windows per layer and micro-batch ({k} collectives per layer, each paying its latency{}): all-gather {ag} of {} under the previous layer's forward {} → exposed {}; {} under the layer's recompute + backward {} → exposed {}{}; ×{windows_n} windows; exposed outright {fixed} (first gathers, last reduce-scatter, embedding and head)",
                 crate::report::values::zero3_impl_name(plan.zero3_impl),
                 if ds {
                     format!(
@@ -323,12 +337,21 @@ pub(super) fn zero3<T: Trace>(
                 Bytes::new(pl * c.e),
                 dp_window(c, &layer.fwd),
                 wf.exposed,
-                ag * (gathers - 1.0) + rs,
+                if on_demand {
+                    format!("reduce-scatter {rs}")
+                } else {
+                    format!("{}−1 all-gathers + reduce-scatter {}", gathers, ag * (gathers - 1.0) + rs)
+                },
                 dp_window(c, &layer.bwd) + dp_window(c, &layer.rec),
-                wb.exposed
+                wb.exposed,
+                if on_demand {
+                    format!(" + {}−1 all-gathers fetched on demand {demand} (the prefetch trace follows the forward's module order)", gathers)
+                } else {
+                    String::new()
+                }
             )
         });
-        (wf + wb).times(windows_n) + Overlap::exposed(fixed)
+        (wf + wb + Overlap::exposed(demand)).times(windows_n) + Overlap::exposed(fixed)
     } else {
         Overlap::exposed((ag * gathers + rs) * windows_n + fixed)
     };
