@@ -33,8 +33,6 @@ mod simple;
 mod transformer;
 pub mod windows;
 
-pub use memo::Memo;
-
 use crate::collective::{self, Collective, MAX_DIMS};
 use crate::error::Result;
 use crate::memory::Memory;
@@ -274,6 +272,29 @@ pub fn evaluate_memo(
         &mut NoTrace,
         Some((memo, system_index)),
     )
+}
+
+/// Per-thread reuse for one model over one list of systems: the most recent placements
+/// and per-layer blocks of a sweep's hot loop (`estimate::memo`).
+pub struct Memo {
+    pub(crate) place: memo::PlaceMemo,
+    pub(crate) layer: transformer::LayerMemo,
+}
+
+impl Memo {
+    /// An empty memo.
+    pub fn new() -> Memo {
+        Memo {
+            place: memo::Recent::new(),
+            layer: memo::Recent::new(),
+        }
+    }
+}
+
+impl Default for Memo {
+    fn default() -> Self {
+        Memo::new()
+    }
 }
 
 /// Evaluates one plan and returns the `--explain` derivation lines with it.

@@ -92,6 +92,16 @@ pub enum Zero3Impl {
     Deepspeed2021,
 }
 
+impl Zero3Impl {
+    /// "fsdp", "deepspeed-2021".
+    pub fn name(self) -> &'static str {
+        match self {
+            Zero3Impl::Fsdp => "fsdp",
+            Zero3Impl::Deepspeed2021 => "deepspeed-2021",
+        }
+    }
+}
+
 /// Per-GPU rate at which DeepSpeed ZeRO-3 (2021) moved gathered parameters, bytes/s.
 /// Source: DeepSpeed issue #1174 (2021-06, DeepSpeed 0.3.16, 8×A100 with NVLink): a 5B-
 /// parameter BERT's forward took 480 ms under ZeRO-3 against 60 ms under ZeRO-2, i.e.

@@ -1,6 +1,6 @@
 //! Reuse across a sweep's hot loop. Consecutive plans of a sweep grid differ mostly in
 //! knobs that leave the placement and the per-layer blocks unchanged (ZeRO stage,
-//! DP overlap, group order, pipeline depth): a [`Memo`] keeps the few most recent
+//! DP overlap, group order, pipeline depth): a [`super::Memo`] keeps the few most recent
 //! placements and per-layer results and hands them back when a plan needs the same ones.
 //!
 //! Keys are conservative: a cached result is reused only when every input it was
@@ -25,7 +25,8 @@ pub(crate) struct Recent<K, V, const N: usize> {
 }
 
 impl<K: PartialEq, V, const N: usize> Recent<K, V, N> {
-    fn new() -> Self {
+    /// An empty cache.
+    pub(crate) fn new() -> Self {
         Recent {
             slots: std::array::from_fn(|_| None),
             next: 0,
@@ -51,30 +52,8 @@ impl<K: PartialEq, V, const N: usize> Recent<K, V, N> {
 /// Placements by (system, the plan's group sizes and order).
 type PlaceKey = (usize, [u32; 6], crate::parallel::Order);
 
-/// The placement cache of a [`Memo`].
+/// The placement cache of a [`super::Memo`].
 pub(crate) type PlaceMemo = Recent<PlaceKey, Placement, 4>;
-
-/// Per-thread reuse for one model over one list of systems (see the module docs).
-pub struct Memo {
-    pub(crate) place: PlaceMemo,
-    pub(crate) layer: super::transformer::LayerMemo,
-}
-
-impl Memo {
-    /// An empty memo.
-    pub fn new() -> Memo {
-        Memo {
-            place: Recent::new(),
-            layer: Recent::new(),
-        }
-    }
-}
-
-impl Default for Memo {
-    fn default() -> Self {
-        Memo::new()
-    }
-}
 
 /// The shape of a group on the network: its size, and the index and extent of every
 /// dimension it spans (the dimensions' figures follow from the system).

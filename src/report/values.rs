@@ -13,7 +13,7 @@ use super::compare::CompareResult;
 use super::estimate::EstimateResult;
 use super::sweep::{SweepAllRow, SweepResult};
 use crate::error::{Error, Result};
-use crate::parallel::{Optimizer, Order, Plan, Recompute, Schedule, Zero3Impl};
+use crate::parallel::{Optimizer, Order, Plan, Recompute, Schedule};
 use schemars::JsonSchema;
 use serde::Serialize;
 use serde_json::{Map, Value};
@@ -109,14 +109,6 @@ pub fn order_name(o: Order) -> &'static str {
     }
 }
 
-/// "fsdp", "deepspeed-2021".
-pub fn zero3_impl_name(z: Zero3Impl) -> &'static str {
-    match z {
-        Zero3Impl::Fsdp => "fsdp",
-        Zero3Impl::Deepspeed2021 => "deepspeed-2021",
-    }
-}
-
 /// "adam", "adam-fp32-grads".
 pub fn optimizer_name(o: Optimizer) -> &'static str {
     match o {
@@ -141,7 +133,7 @@ impl From<&Plan> for PlanValue {
             virtual_stages: p.v,
             recompute: recompute_name(p.recompute).into(),
             zero: p.zero,
-            zero3_impl: zero3_impl_name(p.zero3_impl).into(),
+            zero3_impl: p.zero3_impl.name().into(),
             dp_overlap: p.dp_overlap,
             dp_bucket_bytes: p.dp_bucket_bytes().get(),
             tp_overlap: p.tp_overlap,

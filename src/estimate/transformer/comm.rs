@@ -325,7 +325,7 @@ pub(super) fn zero3<T: Trace>(
         tr.line(|| {
             format!(
                 "ZeRO-3 ({}) windows per layer and micro-batch ({k} collectives per layer, each paying its latency{}): all-gather {ag} of {} under the previous layer's forward {} → exposed {}; {} under the layer's recompute + backward {} → exposed {}{}; ×{windows_n} windows; exposed outright {fixed} (first gathers, last reduce-scatter, embedding and head)",
-                crate::report::values::zero3_impl_name(plan.zero3_impl),
+                plan.zero3_impl.name(),
                 if ds {
                     format!(
                         "; at most {} per GPU: max(NCCL time, bytes·(n−1)/n / rate)",
