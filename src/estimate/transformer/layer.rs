@@ -318,6 +318,16 @@ pub(super) fn layer<T: Trace>(c: &Ctx, tr: &mut T) -> Result<(Block, TpWindows)>
 
 /// Embedding on the first stage and final norm + logits + cross-entropy on the last. Their
 /// TP collectives on the residual stream are the layer's (`tp`), exposed.
+///
+/// The cross-entropy is Megatron-core's `VocabParallelCrossEntropy`
+/// (megatron/core/tensor_parallel/cross_entropy.py), memory-bound over the `b·s·V/t`
+/// logits, bytes per logit: forward `.float()` (read 2, write 4), max (read 4), subtract
+/// the max (read 4, write 4), exp in place (4 + 4), sum (4), divide into the softmax kept
+/// for backward (4 + 4): `38` in 6 kernels; backward, the softmax times the loss gradient
+/// (4 + 4) and its cast back to the 16-bit logits' gradient (4 + 2): `14` in 2 kernels.
+const CE_FWD_BYTES: f64 = 38.0;
+/// See [`CE_FWD_BYTES`].
+const CE_BWD_BYTES: f64 = 14.0;
 pub(super) fn ends<T: Trace>(c: &Ctx, tp: &TpWindows, tr: &mut T) -> Result<(Block, Block)> {
     let (m, t) = (c.m, c.plan.tp as f64);
     let bytes = c.r * c.e;
@@ -347,14 +357,14 @@ pub(super) fn ends<T: Trace>(c: &Ctx, tp: &TpWindows, tr: &mut T) -> Result<(Blo
     let last = Block {
         fwd: Pass {
             gemm: lg_f,
-            mem: c.mem(4.0 * c.rep + 16.0 * c.tokens * vt, 4.0),
+            mem: c.mem(4.0 * c.rep + CE_FWD_BYTES * c.tokens * vt, 7.0),
             tp: small + head_tp,
             tp_bytes: if c.plan.sp { bytes } else { 0.0 } + 12.0 * c.tokens,
             ..Pass::default()
         },
         bwd: Pass {
             gemm: lg_b,
-            mem: c.mem(6.0 * c.rep + 8.0 * c.tokens * vt, 3.0),
+            mem: c.mem(6.0 * c.rep + CE_BWD_BYTES * c.tokens * vt, 3.0),
             tp: back_tp,
             tp_bytes: bytes,
             ..Pass::default()
@@ -363,8 +373,8 @@ pub(super) fn ends<T: Trace>(c: &Ctx, tp: &TpWindows, tr: &mut T) -> Result<(Blo
     };
     tr.line(|| {
         format!(
-            "  logits GEMM (16-bit) M={} N={vt} K={}: fwd {lg_f}, bwd {lg_b}",
-            c.tokens, m.h
+            "  logits GEMM (16-bit) M={} N={vt} K={}: fwd {lg_f}, bwd {lg_b}; final norm + cross-entropy ({CE_FWD_BYTES} B per logit forward, {CE_BWD_BYTES} backward): fwd {}, bwd {}",
+            c.tokens, m.h, last.fwd.mem, last.bwd.mem
         )
     });
     Ok((first, last))
