@@ -95,6 +95,14 @@ fn table2_ptdp(a: &mut Axes) {
     a.schedules = vec![(Schedule::OneFOneB, 1)];
 }
 
+/// SC'21 Table 2's ZeRO-3 runs: no model parallelism, the paper's micro-batch `mbs`.
+fn table2_zero3(a: &mut Axes, mbs: u32) {
+    a.tp = vec![1];
+    a.pp = vec![1];
+    a.zero = vec![3];
+    a.micro_batch = vec![mbs];
+}
+
 /// Per-GPU throughput of PTD-P over that of ZeRO-3, each with Table 2's settings: PTD-P
 /// with the paper's model-parallel size and micro-batch 1 on `gpus` at `batch`; ZeRO-3
 /// without model parallelism with the paper's micro-batch `z_mbs` on `z_gpus` at `z_batch`.
@@ -112,10 +120,7 @@ fn ptdp_over_zero3(
     .expect("PTD-P fits");
     let zero3 = best(model, z_gpus, z_batch, |a| {
         megatron_2021(a);
-        a.tp = vec![1];
-        a.pp = vec![1];
-        a.zero = vec![3];
-        a.micro_batch = vec![z_mbs];
+        table2_zero3(a, z_mbs);
     })
     .expect("ZeRO-3 fits");
     let per_gpu = |e: &Estimate, g: u32, b: u32| b as f64 / e.time.total.get() / g as f64;
@@ -177,21 +182,29 @@ fn sc21_table2_zero3_per_gpu_throughput() {
         ("megatron-2021-530b", 105.0, 20480.0, 1120, 2240, 2, 98.0),
         ("megatron-2021-530b", 105.0, 20480.0, 2240, 2240, 1, 48.0),
     ] {
-        let e = best(model, gpus, batch, |a| {
-            megatron_2021(a);
-            a.tp = vec![1];
-            a.pp = vec![1];
-            a.zero = vec![3];
-            a.micro_batch = vec![mbs];
-        })
-        .expect("ZeRO-3 fits");
-        let got = sc21_tflops(&e, layers, h, batch as f64, gpus as f64);
-        eprintln!("{model} ZeRO-3 on {gpus} GPUs: {got:.0} TFLOP/s per GPU, measured {measured}");
-        assert!(
-            (got / measured - 1.0).abs() <= 0.15,
-            "{model} on {gpus}: {got} vs {measured}"
-        );
+        let row = (model, layers, h, gpus, batch, measured);
+        table2_row_within_15_percent("ZeRO-3", row, |a| table2_zero3(a, mbs));
     }
+}
+
+/// Checks one Table 2 row, `(model, layers, h, gpus, batch, measured TFLOP/s per GPU)`,
+/// with the 2021 settings and `axes`: the best plan's TFLOP/s within 15% of the measured.
+fn table2_row_within_15_percent(
+    scheme: &str,
+    (model, layers, h, gpus, batch, measured): (&str, f64, f64, u32, u32, f64),
+    axes: impl FnOnce(&mut Axes),
+) {
+    let e = best(model, gpus, batch, |a| {
+        megatron_2021(a);
+        axes(a);
+    })
+    .expect("the plan fits");
+    let got = sc21_tflops(&e, layers, h, batch as f64, gpus as f64);
+    eprintln!("{model} {scheme} on {gpus} GPUs: {got:.0} TFLOP/s per GPU, measured {measured}");
+    assert!(
+        (got / measured - 1.0).abs() <= 0.15,
+        "{model} {scheme} on {gpus}: {got} vs {measured}"
+    );
 }
 
 /// Whether the plan's TP group stays inside one DGX node (8 GPUs on NVSwitch).
@@ -297,18 +310,11 @@ fn sc21_table2_ptdp_per_gpu_throughput() {
             159.0,
         ),
     ] {
-        let e = best(model, gpus, batch, |a| {
-            megatron_2021(a);
+        let row = (model, layers, h, gpus, batch, measured);
+        table2_row_within_15_percent("PTD-P", row, |a| {
             a.tp = vec![tp];
             a.pp = vec![pp];
             table2_ptdp(a);
-        })
-        .expect("PTD-P fits");
-        let got = sc21_tflops(&e, layers, h, batch as f64, gpus as f64);
-        eprintln!("{model} PTD-P on {gpus} GPUs: {got:.0} TFLOP/s per GPU, measured {measured}");
-        assert!(
-            (got / measured - 1.0).abs() <= 0.15,
-            "{model} on {gpus}: {got} vs {measured}"
-        );
+        });
     }
 }

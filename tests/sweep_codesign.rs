@@ -99,8 +99,8 @@ fn exhaustive(model: &Model, base: &System) -> Vec<(u64, Estimate)> {
     out
 }
 
-#[test]
-fn pruned_hardware_sweep_top_10_equals_exhaustive_evaluation() {
+/// GPT-3 175B at batch 128 on the test's DGX A100 cluster, with the hardware axes.
+fn codesign_grid() -> (Model, System, Grid) {
     let model = catalog::model("gpt3-175b").unwrap();
     let base = catalog::system("dgx-a100")
         .unwrap()
@@ -109,6 +109,12 @@ fn pruned_hardware_sweep_top_10_equals_exhaustive_evaluation() {
     let mut ax = axes();
     ax.hardware = hardware();
     let grid = Grid::build(&model, &base, 128, ax).unwrap();
+    (model, base, grid)
+}
+
+#[test]
+fn pruned_hardware_sweep_top_10_equals_exhaustive_evaluation() {
+    let (model, base, grid) = codesign_grid();
     assert_eq!(grid.hw_count(), 72);
     let all = exhaustive(&model, &base);
     assert!(all.len() > 1000, "{} fitting points", all.len());
@@ -135,14 +141,7 @@ fn pruned_hardware_sweep_top_10_equals_exhaustive_evaluation() {
 
 #[test]
 fn pruning_changes_neither_the_top_k_nor_the_pareto_front() {
-    let model = catalog::model("gpt3-175b").unwrap();
-    let base = catalog::system("dgx-a100")
-        .unwrap()
-        .with_gpus(GPUS)
-        .unwrap();
-    let mut ax = axes();
-    ax.hardware = hardware();
-    let grid = Grid::build(&model, &base, 128, ax).unwrap();
+    let (model, base, grid) = codesign_grid();
     let o = opts(Objective::Time);
     let (a, ca) = prune::search(&model, &grid, &o, true);
     let (b, cb) = prune::search(&model, &grid, &o, false);
