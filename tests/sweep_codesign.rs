@@ -141,7 +141,7 @@ fn pruned_hardware_sweep_top_10_equals_exhaustive_evaluation() {
 
 #[test]
 fn pruning_changes_neither_the_top_k_nor_the_pareto_front() {
-    let (model, base, grid) = codesign_grid();
+    let (model, _, grid) = codesign_grid();
     let o = opts(Objective::Time);
     let (a, ca) = prune::search(&model, &grid, &o, true);
     let (b, cb) = prune::search(&model, &grid, &o, false);
