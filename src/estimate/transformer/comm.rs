@@ -324,8 +324,9 @@ pub(super) fn zero3<T: Trace>(
         );
         tr.line(|| {
             format!(
-                "ZeRO-3 ({}) windows per layer and micro-batch ({k} collectives per layer, each paying its latency{}): all-gather {ag} of {} under the previous layer's forward {} → exposed {}; {} under the layer's recompute + backward {} → exposed {}{}; ×{windows_n} windows; exposed outright {fixed} (first gathers, last reduce-scatter, embedding and head)",
+                "ZeRO-3 ({}) windows per layer and micro-batch ({k} collective{} per layer, each paying its latency{}): all-gather {ag} of {} under the previous layer's forward {} → exposed {}; {} under the layer's recompute + backward {} → exposed {}{}; ×{windows_n} windows; exposed outright {fixed} (first gathers, last reduce-scatter, embedding and head)",
                 plan.zero3_impl.name(),
+                if k == 1.0 { "" } else { "s" },
                 if ds {
                     format!(
                         "; at most {} per GPU: max(NCCL time, bytes·(n−1)/n / rate)",
