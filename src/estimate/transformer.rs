@@ -23,6 +23,7 @@ mod hsdp;
 mod layer;
 mod lora;
 mod lowp;
+mod state;
 mod tp;
 
 use super::memo::{LayerKey, Recent};
@@ -36,6 +37,7 @@ use crate::system::System;
 use crate::units::{Bytes, FlopRate, Seconds};
 use comm::{Neighbours, dp_comm, embedding_sync, pp_hop, pp_windows, zero3};
 use layer::{ends, layer};
+use state::{layer_params, optimizer_time, stage_memory, stage_params};
 
 /// The per-layer cache of a [`super::Memo`].
 pub(crate) type LayerMemo = Recent<LayerKey, Parts, 16>;
@@ -586,128 +588,4 @@ fn explain_summary<T: Trace>(
             mem.activations
         )
     });
-}
-
-/// Parameters held by the device of the stage with the most: its layers (experts
-/// divided by EP) split over TP, plus the embedding (V·h/t) on the first and, untied or
-/// with tied weights and p > 1, the output head on the last.
-fn stage_params(m: &Transformer, plan: &Plan) -> f64 {
-    let st = plan.stages;
-    let t = plan.tp as f64;
-    let layer = layer_params(m, plan) * t;
-    let emb = m.embedding_params / t;
-    if plan.pp == 1 {
-        return st.first as f64 * layer / t + emb;
-    }
-    let head = if m.tied { m.v * m.h / t } else { emb };
-    let first = st.first as f64 * layer / t + emb;
-    let last = st.last as f64 * layer / t + head;
-    first.max(last).max(st.mid_max as f64 * layer / t)
-}
-
-/// Parameters of one transformer layer on one device: attention, the local experts'
-/// MLPs (E/ep of them, split etp ways), shared experts and norms, split over TP.
-fn layer_params(m: &Transformer, plan: &Plan) -> f64 {
-    let t = plan.tp as f64;
-    (m.attn_params
-        + m.experts as f64 / plan.ep as f64 * m.mlp_params * (t / plan.etp as f64)
-        + m.shared_params
-        + m.other_layer_params)
-        / t
-}
-
-/// Optimizer step, memory-bound over the local optimizer shard (Megatron-LM's
-/// mixed-precision optimizer, apex multi-tensor kernels), bytes per parameter with
-/// gradient bytes `g`: gradient-norm clipping reads the gradient (`g`); Adam reads the
-/// gradient and reads/writes the fp32 master weight, m and v (`g + 24`); the master is
-/// copied to the 16-bit model weight (read 4, write 2); gradients are zeroed (`g`). With
-/// fp16 dynamic loss scaling the gradients are also unscaled and checked for inf/NaN
-/// in place (`2g`). Total `30 + 3g` (+ `2g` for fp16).
-fn optimizer_time(c: &Ctx, trainable: f64, params: f64) -> Seconds {
-    let g = c.plan.optimizer.bytes_per_param().1;
-    let shard = if c.plan.zero >= 1 {
-        (c.plan.dp * c.plan.cp) as f64
-    } else {
-        1.0
-    };
-    // Low-precision weight copies are refreshed once per iteration (Transformer Engine
-    // caches them across micro-batches): read 2 B, write the copies.
-    let recast = lowp::weight_copy_bytes(c.plan.precision, c.plan.fp8_recipe);
-    let recast = if recast > 0.0 {
-        params * (2.0 + recast)
-    } else {
-        0.0
-    };
-    let unscale = if c.plan.precision == crate::compute::Precision::Fp16 {
-        2.0 * g
-    } else {
-        0.0
-    };
-    c.mem(trainable / shard * (30.0 + 3.0 * g + unscale) + recast, 8.0)
-}
-
-/// Memory of the stage with the most activations: the first stage holds `in_flight`
-/// micro-batches of its layers, the second one fewer (1F1B); ZeRO shards over DP × CP;
-/// CP divides every activation by `c`; FP8-family precisions keep their weight copies.
-fn stage_memory(c: &Ctx, params: f64, trainable: f64, plan: &Plan) -> Memory {
-    let shard = if plan.hsdp > 1 {
-        plan.hsdp
-    } else {
-        plan.dp * plan.cp
-    };
-    let mut states = memory::model_states(trainable, plan.optimizer, plan.zero, shard);
-    // Frozen (LoRA) weights: 16-bit, not sharded.
-    states[0] += (params - trainable) * 2.0;
-    states[0] += params * lowp::weight_copy_bytes(plan.precision, plan.fp8_recipe);
-    let per_layer = memory::layer_activation_bytes(c.m, plan, c.m.bias) / plan.cp as f64;
-    let st = plan.stages;
-    let fl = memory::in_flight(plan);
-    let second = if plan.pp > 2 {
-        st.mid_max as f64 * fl * (plan.pp - 1) as f64 / plan.pp as f64
-    } else {
-        0.0
-    };
-    let acts = per_layer * (st.first as f64 * fl).max(second);
-    let logits = if plan.pp == 1 {
-        c.tokens * c.m.v / plan.tp as f64 * 4.0
-    } else {
-        0.0
-    };
-    // DP buckets: with ZeRO-0/1 they are views into the unsharded gradient buffer (counted
-    // in `gradients`); with ZeRO-2 the gradients are sharded and the unsharded bucket being
-    // filled and the one being reduce-scattered are extra.
-    let bucket = if plan.dp * plan.cp > 1 && plan.zero == 2 {
-        2.0 * plan.dp_bucket_bytes().get()
-    } else {
-        0.0
-    };
-    let prefetch = if plan.zero == 3 && plan.dp * plan.cp > 1 {
-        zero3_resident(c)
-    } else {
-        0.0
-    };
-    let buffers = 2.0 * c.r * c.e + bucket + logits + prefetch;
-    Memory::new(states, acts, buffers, c.dev.memory())
-}
-
-/// Bytes of gathered ZeRO-3 weights and unsharded gradients resident besides the shards.
-/// FSDP: the weights of the layer being computed and of the one prefetched, and the
-/// gradients of the layer just computed and of the one being reduce-scattered (Zhao et al.
-/// VLDB'23 §3.3: prefetching keeps two layers' worth), `2·P_l·(e + g)`. DeepSpeed 2021: at
-/// most `stage3_max_live_parameters` = 10⁹ gathered parameters, or the largest weight
-/// matrix when it is larger (a parameter is gathered whole), plus one prefetch bucket of
-/// 5·10⁷, and one gradient reduce bucket of `reduce_bucket_size` = 5·10⁸ (DeepSpeed
-/// `zero/config.py`): `(max(10⁹, W_max) + 5·10⁷)·e + 5·10⁸·g`, each capped by two layers.
-fn zero3_resident(c: &Ctx) -> f64 {
-    let (_, g, _) = c.plan.optimizer.bytes_per_param();
-    let two_layers = 2.0 * c.layer_params;
-    match c.plan.zero3_impl {
-        crate::parallel::Zero3Impl::Fsdp => two_layers * (c.e + g),
-        crate::parallel::Zero3Impl::Deepspeed2021 => {
-            let m = c.m;
-            let mlp_in = if m.gated { 2.0 } else { 1.0 } * m.h * m.f;
-            let largest = mlp_in.max(m.h * m.attn.qkv_width(1.0)) / c.plan.tp as f64;
-            (1e9_f64.max(largest) + 5e7).min(two_layers) * c.e + 5e8_f64.min(two_layers) * g
-        }
-    }
 }
