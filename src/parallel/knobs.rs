@@ -1,0 +1,118 @@
+//! The plan's named settings: pipeline schedule, recomputation, optimizer layout, ZeRO-3
+//! implementation, LoRA targets and group order, with their serde names.
+
+use serde::{Deserialize, Serialize};
+
+/// Pipeline schedule.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum Schedule {
+    /// All forwards, then all backwards (Huang et al. 2019); holds m micro-batches.
+    Gpipe,
+    /// One-forward-one-backward (PipeDream-Flush; Narayanan et al. 2021).
+    #[default]
+    #[serde(rename = "1f1b")]
+    OneFOneB,
+    /// Interleaved 1F1B with v model chunks per stage (Narayanan et al. SC'21 §2.2).
+    Interleaved,
+}
+
+/// Activation recomputation (Korthikanti et al. 2022).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum Recompute {
+    /// Keep every activation.
+    #[default]
+    None,
+    /// Recompute the attention core (QKᵀ, softmax, dropout, attention·V) only (§5).
+    Selective,
+    /// Keep each layer's input; recompute the whole forward in backward.
+    Full,
+}
+
+/// Optimizer state layout, bytes per parameter for weights + gradients + states.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum Optimizer {
+    /// Mixed-precision Adam, 16 B/param: 2 weight + 2 gradient + 12 (fp32 master, m, v)
+    /// (Rajbhandari et al., ZeRO, SC'20 §3.1).
+    #[default]
+    Adam,
+    /// Megatron-LM Adam with fp32 main gradients, 18 B/param: 2 weight + 4 gradient + 12.
+    /// Reproduces Korthikanti et al. 2022 Figure 1 (45.5625 GiB for 22B on 8 GPUs).
+    AdamFp32Grads,
+}
+
+impl Optimizer {
+    /// (weight, gradient, optimizer-state) bytes per parameter.
+    pub fn bytes_per_param(self) -> (f64, f64, f64) {
+        match self {
+            Optimizer::Adam => (2.0, 2.0, 12.0),
+            Optimizer::AdamFp32Grads => (2.0, 4.0, 12.0),
+        }
+    }
+}
+
+/// How ZeRO-3 runs: which collectives it issues per layer, how many parameter gathers a
+/// layer needs per micro-batch, how fast the parameters move and what stays resident.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum Zero3Impl {
+    /// PyTorch FSDP / FSDP2 and Megatron-FSDP with one unit per transformer block (Zhao et
+    /// al., VLDB'23 §3): one flat all-gather and one reduce-scatter per layer at the
+    /// collective's NCCL rate; the gather before a layer's backward also serves its
+    /// recomputed forward (2 gathers per micro-batch); two layers' weights and gradients
+    /// resident (the computed and the prefetched).
+    Fsdp,
+    /// DeepSpeed ZeRO-3 as of 2021 (v0.3–0.5, the runs of Narayanan et al. SC'21 Table 2):
+    /// gathers in prefetch buckets of 5·10⁷ parameters, re-gathered for the recomputed
+    /// forward (3 gathers with full recomputation; the backward's then fetched on demand,
+    /// as the prefetch trace follows the forward's module order), parameters and
+    /// gradients moved at most
+    /// at [`DEEPSPEED_2021_RATE`] per GPU whatever the link, and at most
+    /// `stage3_max_live_parameters` = 10⁹ gathered parameters (or the largest weight)
+    /// resident with one reduce bucket of 5·10⁸ gradients.
+    #[default]
+    #[serde(rename = "deepspeed-2021")]
+    Deepspeed2021,
+}
+
+impl Zero3Impl {
+    /// "fsdp", "deepspeed-2021".
+    pub fn name(self) -> &'static str {
+        match self {
+            Zero3Impl::Fsdp => "fsdp",
+            Zero3Impl::Deepspeed2021 => "deepspeed-2021",
+        }
+    }
+}
+
+/// Per-GPU rate at which DeepSpeed ZeRO-3 (2021) moved gathered parameters, bytes/s.
+/// Source: DeepSpeed issue #1174 (2021-06, DeepSpeed 0.3.16, 8×A100 with NVLink): a 5B-
+/// parameter BERT's forward took 480 ms under ZeRO-3 against 60 ms under ZeRO-2, i.e.
+/// gathering 2 B × 5·10⁹ = 10 GB took ≈ 420 ms ≈ 24 GB/s — on NVLink, where NCCL's
+/// all-gather runs an order of magnitude faster. SC'21 Table 2's communication-bound
+/// ZeRO-3 rows imply the same per-GPU rate (docs/overlap.md).
+pub const DEEPSPEED_2021_RATE: f64 = 24e9;
+
+/// The linear layers that get LoRA adapters.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum LoraTargets {
+    /// Every linear layer (PEFT/NeMo 2 `all-linear`: QKV, projection, MLP in and out).
+    #[default]
+    All,
+    /// The fused QKV projection only (NeMo 1.x default `target_modules: [attention_qkv]`).
+    Qkv,
+}
+
+/// Order in which groups take network dimensions, innermost first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum Order {
+    /// TP innermost, then DP (with EP inside it), then PP (Megatron-LM's default).
+    #[default]
+    TpDpPp,
+    /// TP innermost, then PP, then DP.
+    TpPpDp,
+}
