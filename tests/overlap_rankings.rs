@@ -215,29 +215,19 @@ fn tp_in_node(e: &Estimate) -> bool {
 #[test]
 fn mt_nlg_530b_on_2240_gpus_keeps_tp_in_the_node() {
     // The first command: TP 32 × PP 7 used to rank first at 65.7% MFU.
-    let top = best("megatron-gpt-530b", 2240, 1920, |_| {}).expect("a plan fits");
-    assert!(tp_in_node(&top), "best plan TP {}", top.plan.tp);
-    let published = best("megatron-gpt-530b", 2240, 1920, |a| {
-        a.tp = vec![8];
-        a.pp = vec![35];
-    })
-    .expect("TP 8 × PP 35 fits");
-    let gap = published.time.total.get() / top.time.total.get();
-    assert!(gap <= 1.10, "TP 8 × PP 35 is {gap}× the best time");
+    tp_in_node_and_published_within_10_percent(
+        "dgx-a100",
+        "megatron-gpt-530b",
+        2240,
+        1920,
+        (8, 35),
+    );
 }
 
 #[test]
 fn gpt3_175b_on_1024_gpus_keeps_tp_in_the_node() {
     // SC'21 trained GPT-3 175B on 1024 A100 with TP 8 × PP 16 (batch 1536).
-    let top = best("gpt3-175b", 1024, 1536, |_| {}).expect("a plan fits");
-    assert!(tp_in_node(&top), "best plan TP {}", top.plan.tp);
-    let published = best("gpt3-175b", 1024, 1536, |a| {
-        a.tp = vec![8];
-        a.pp = vec![16];
-    })
-    .expect("TP 8 × PP 16 fits");
-    let gap = published.time.total.get() / top.time.total.get();
-    assert!(gap <= 1.10, "TP 8 × PP 16 is {gap}× the best time");
+    tp_in_node_and_published_within_10_percent("dgx-a100", "gpt3-175b", 1024, 1536, (8, 16));
 }
 
 #[test]
@@ -259,15 +249,27 @@ fn pure_zero3_is_not_first_on_2520_gpus() {
 fn llama3_405b_on_8192_h100_keeps_tp_in_the_node() {
     // Dubey et al. 2024 Table 4: 8192 H100, TP 8 × PP 16 (126 layers: 7, 8 × 14, 7),
     // batch 2048 sequences of 8192 tokens.
-    let top = best_on("dgx-h100", "llama3-405b", 8192, 2048, |_| {}).expect("a plan fits");
+    tp_in_node_and_published_within_10_percent("dgx-h100", "llama3-405b", 8192, 2048, (8, 16));
+}
+
+/// The default sweep's best plan keeps TP inside one node, and the published plan
+/// `(tp, pp)` is within 10% of its time.
+fn tp_in_node_and_published_within_10_percent(
+    system: &str,
+    model: &str,
+    gpus: u32,
+    batch: u32,
+    (tp, pp): (u32, u32),
+) {
+    let top = best_on(system, model, gpus, batch, |_| {}).expect("a plan fits");
     assert!(tp_in_node(&top), "best plan TP {}", top.plan.tp);
-    let published = best_on("dgx-h100", "llama3-405b", 8192, 2048, |a| {
-        a.tp = vec![8];
-        a.pp = vec![16];
+    let published = best_on(system, model, gpus, batch, |a| {
+        a.tp = vec![tp];
+        a.pp = vec![pp];
     })
-    .expect("TP 8 × PP 16 fits");
+    .expect("the published plan fits");
     let gap = published.time.total.get() / top.time.total.get();
-    assert!(gap <= 1.10, "TP 8 × PP 16 is {gap}× the best time");
+    assert!(gap <= 1.10, "TP {tp} × PP {pp} is {gap}× the best time");
 }
 
 #[test]
