@@ -107,6 +107,11 @@ pub struct PlanSpec {
     pub dp_bucket: Option<Bytes>,
     /// Overlap TP communication with compute.
     pub tp_overlap: bool,
+    /// Run the backward's TP collectives of a column-parallel layer beside its other GEMM
+    /// (the input-gradient all-reduce under the weight-gradient GEMM: Megatron-LM's
+    /// asynchronous tensor-parallel all-reduce, on since Sept. 2021); false: they block,
+    /// as in Megatron-LM before it (the SC'21 runs).
+    pub tp_bwd_overlap: bool,
     /// Matrix precision.
     pub precision: Precision,
     /// Optimizer state layout.
@@ -151,6 +156,7 @@ impl Default for PlanSpec {
             dp_overlap: true,
             dp_bucket: None,
             tp_overlap: false,
+            tp_bwd_overlap: true,
             precision: Precision::Bf16,
             optimizer: Optimizer::Adam,
             flash_attention: false,
@@ -245,6 +251,8 @@ pub struct Plan {
     pub dp_bucket: Option<Bytes>,
     /// TP overlap.
     pub tp_overlap: bool,
+    /// Backward TP collectives beside the other GEMM (asynchronous all-reduce).
+    pub tp_bwd_overlap: bool,
     /// Precision.
     pub precision: Precision,
     /// Optimizer.
@@ -449,6 +457,7 @@ impl Plan {
             dp_overlap: s.dp_overlap,
             dp_bucket: s.dp_bucket,
             tp_overlap: s.tp_overlap,
+            tp_bwd_overlap: s.tp_bwd_overlap,
             precision: s.precision,
             optimizer: s.optimizer,
             flash_attention: s.flash_attention,

@@ -52,10 +52,12 @@ fn best_on(
     r.run.top.first().map(|h| h.item.est)
 }
 
-/// 2021 Megatron-LM: full recomputation, no SP / flash attention / TP overlap; ZeRO-3 as
+/// 2021 Megatron-LM: full recomputation, no SP / flash attention / TP overlap, and the
+/// backward's TP all-reduce blocking (the asynchronous one came in Sept. 2021); ZeRO-3 as
 /// DeepSpeed ran it then (the default of `zero = 3`, said here for clarity).
 fn megatron_2021(a: &mut Axes) {
     a.zero3_impl = Zero3Impl::Deepspeed2021;
+    a.tp_bwd_overlap = false;
     a.recompute = vec![Recompute::Full];
     a.sp = vec![false];
     a.flash = vec![false];
@@ -88,9 +90,12 @@ fn sc21_figure13_tensor_parallelism_up_to_the_node() {
 
 /// SC'21 Table 2's PTD-P runs: micro-batch 1, the 1F1B schedule, no distributed optimizer
 /// (the per-GPU throughput falls from 153 to 141 TFLOP/s as the 12-stage pipeline's
-/// micro-batches per iteration fall from 384 to 96: the non-interleaved bubble).
+/// micro-batches per iteration fall from 384 to 96: the non-interleaved bubble), and the
+/// gradient all-reduce after the last backward (Megatron-LM's local DDP of April 2021,
+/// `megatron/training.py`: `allreduce_gradients()` after `forward_backward_func`).
 fn table2_ptdp(a: &mut Axes) {
     a.zero = vec![0];
+    a.dp_overlap = vec![false];
     a.micro_batch = vec![1];
     a.schedules = vec![(Schedule::OneFOneB, 1)];
 }
@@ -135,9 +140,12 @@ fn sc21_table2_175b_ptdp_pulls_away_from_zero3_as_gpus_grow() {
     // (TFLOP/s): 384 GPUs 153 vs 144 (ZeRO-3), i.e. 1.06; 1536 GPUs 141 vs 44, i.e. 3.20.
     let small = ptdp_over_zero3("gpt3-175b", (384, 1536, 8, 12), (384, 1536, 4));
     let large = ptdp_over_zero3("gpt3-175b", (1536, 1536, 8, 12), (1536, 1536, 1));
-    // PTD-P ahead at the smallest scale as measured; the ratio's error is the sum of the
-    // two sides' (each checked within 15% in the per-GPU tests below).
-    assert!(small > 1.0, "384 GPUs: PTD-P/ZeRO-3 {small}");
+    // The overlap issue: within 15% of each other at the smallest scale (same GPU count,
+    // so per GPU is per cluster), PTD-P ≥ 1.5× at the largest, PTD-P ahead as measured.
+    assert!(
+        small > 1.0 && small <= 1.15,
+        "384 GPUs: PTD-P/ZeRO-3 {small}"
+    );
     assert!(large >= 1.5, "1536 GPUs: PTD-P/ZeRO-3 {large}");
     assert!(
         (large / 3.20 - 1.0).abs() <= 0.15,
@@ -151,6 +159,14 @@ fn sc21_table2_530b_ptdp_pulls_away_from_zero3_as_gpus_grow() {
     // 560 GPUs (ZeRO-3: 138 on 640 at batch 2560), i.e. 1.24; 159 vs 48 on 2240 GPUs, 3.31.
     let small = ptdp_over_zero3("megatron-2021-530b", (560, 2240, 8, 35), (640, 2560, 4));
     let large = ptdp_over_zero3("megatron-2021-530b", (2240, 2240, 8, 35), (2240, 2240, 1));
+    // At the smallest scale the two ran on different GPU counts (560 and 640), so "within
+    // 15% of each other" compares the clusters: time to train the same tokens, Table 2's
+    // last column (156 vs 169 days measured, PTD-P 8% ahead) — per GPU times 560/640.
+    let cluster = small * 560.0 / 640.0;
+    eprintln!(
+        "530B smallest scale: PTD-P / ZeRO-3 cluster throughput {cluster:.3} (measured 1.08)"
+    );
+    assert!(cluster > 1.0 && cluster <= 1.15, "560/640 GPUs: {cluster}");
     assert!(small > 1.0, "560 GPUs: PTD-P/ZeRO-3 {small}");
     assert!(large >= 1.5, "2240 GPUs: PTD-P/ZeRO-3 {large}");
     assert!(

@@ -112,6 +112,9 @@ pub struct PlanFlags {
     /// Overlap TP communication with GEMMs (default: true).
     #[arg(long, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true")]
     pub tp_overlap: Option<bool>,
+    /// Run the backward's TP collectives beside the layer's other GEMM (Megatron-LM's asynchronous tensor-parallel all-reduce, since Sept. 2021; default: true). false: they block, as in 2021 Megatron-LM (SC'21).
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true")]
+    pub tp_bwd_overlap: Option<bool>,
     /// Matrix precision: bf16, fp16, fp8, mxfp8, nvfp4, tf32, fp32.
     #[arg(long)]
     pub precision: Option<String>,
@@ -168,6 +171,7 @@ impl PlanFlags {
         for (dst, flag) in [
             (&mut p.sequence_parallel, self.sequence_parallel),
             (&mut p.tp_overlap, self.tp_overlap),
+            (&mut p.tp_bwd_overlap, self.tp_bwd_overlap),
             (&mut p.flash_attention, self.flash_attention),
             (&mut p.dp_overlap, self.dp_overlap),
         ] {
@@ -290,6 +294,7 @@ impl PlanFlags {
         for (k, v) in [
             ("sequence_parallel", self.sequence_parallel),
             ("tp_overlap", self.tp_overlap),
+            ("tp_bwd_overlap", self.tp_bwd_overlap),
             ("flash_attention", self.flash_attention),
             ("dp_overlap", self.dp_overlap),
         ] {

@@ -79,6 +79,9 @@ pub struct SweepArgs {
     /// TP overlap values (default: both).
     #[arg(long, value_delimiter = ',', value_name = "BOOLS", num_args = 0..=1, default_missing_value = "true")]
     pub tp_overlap: Vec<bool>,
+    /// Backward TP collectives beside the other GEMM in every plan (default: true; false: 2021 Megatron-LM, see `estimate --help`).
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true")]
+    pub tp_bwd_overlap: Option<bool>,
     /// Group orders: tp-dp-pp, tp-pp-dp.
     #[arg(long, value_delimiter = ',')]
     pub order: Vec<String>,
@@ -326,7 +329,10 @@ fn build_axes(a: &SweepArgs, f: &SweepFile, system: &crate::system::System) -> R
     }
     ax.networks = networks(a, f)?;
     ax.hardware = hardware(a)?;
-    if let Some(z) = &a.zero3_impl {
+    if let Some(b) = a.tp_bwd_overlap.or(fa.tp_bwd_overlap) {
+        ax.tp_bwd_overlap = b;
+    }
+    if let Some(z) = a.zero3_impl.as_ref().or(fa.zero3_impl.as_ref()) {
         ax.zero3_impl =
             crate::cli::plan_flags::parse_enum("--zero3-impl", z, &["fsdp", "deepspeed-2021"])?;
     }

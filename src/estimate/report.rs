@@ -78,7 +78,16 @@ pub fn plan_table(r: &EstimateResult, topology: &str) -> Result<Table> {
         ),
         (
             "overlap DP / TP",
-            Cell::text(format!("{} / {}", onoff(p.dp_overlap), onoff(p.tp_overlap))),
+            Cell::text(format!(
+                "{} / {}{}",
+                onoff(p.dp_overlap),
+                onoff(p.tp_overlap),
+                if p.tp_bwd_overlap {
+                    ""
+                } else {
+                    " (backward TP blocking)"
+                }
+            )),
             String::new(),
         ),
         ("precision", Cell::text(&p.precision), String::new()),

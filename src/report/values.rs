@@ -59,6 +59,8 @@ pub struct PlanValue {
     pub dp_bucket_bytes: f64,
     /// TP communication overlapped with GEMMs.
     pub tp_overlap: bool,
+    /// Backward TP collectives beside the layer's other GEMM (asynchronous all-reduce).
+    pub tp_bwd_overlap: bool,
     /// Matrix precision: "bf16", "fp16", "fp8", "mxfp8", "nvfp4", "tf32" or "fp32".
     pub precision: String,
     /// FP8 scaling recipe: "delayed", "current" or "block" (FP8 family only).
@@ -137,6 +139,7 @@ impl From<&Plan> for PlanValue {
             dp_overlap: p.dp_overlap,
             dp_bucket_bytes: p.dp_bucket_bytes().get(),
             tp_overlap: p.tp_overlap,
+            tp_bwd_overlap: p.tp_bwd_overlap,
             precision: p.precision.name().into(),
             fp8_recipe: p.fp8_recipe.name().into(),
             cp: p.cp,

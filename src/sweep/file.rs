@@ -95,6 +95,10 @@ pub struct AxesFile {
     pub precision: Option<Vec<String>>,
     /// Expert tensor-parallel degrees (each must divide tp).
     pub etp: Option<Vec<u32>>,
+    /// How ZeRO-3 runs in every plan with zero = 3: "fsdp" or "deepspeed-2021" (a setting).
+    pub zero3_impl: Option<String>,
+    /// Backward TP collectives beside the other GEMM in every plan (a setting).
+    pub tp_bwd_overlap: Option<bool>,
 }
 
 /// `[[networks]]`: a named topology in the command-line syntax.

@@ -67,6 +67,9 @@ pub struct Axes {
     pub hardware: super::hardware::HardwareAxes,
     /// How ZeRO-3 runs in every plan with `zero = 3` (a setting, not an axis).
     pub zero3_impl: Zero3Impl,
+    /// Backward TP collectives beside the other GEMM in every plan (a setting, not an
+    /// axis: it is the framework's version, not a choice; `PlanSpec::tp_bwd_overlap`).
+    pub tp_bwd_overlap: bool,
 }
 
 impl Axes {
@@ -104,6 +107,7 @@ impl Axes {
             flash: vec![false, true],
             hardware: super::hardware::HardwareAxes::default(),
             zero3_impl: Zero3Impl::default(),
+            tp_bwd_overlap: true,
         }
     }
 
@@ -308,6 +312,7 @@ impl Grid {
                                     schedule,
                                     virtual_stages: v,
                                     zero3_impl: Some(axes.zero3_impl),
+                                    tp_bwd_overlap: axes.tp_bwd_overlap,
                                     ..PlanSpec::default()
                                 };
                                 match estimate::plan(model, sys, &spec) {

@@ -37,7 +37,12 @@ pub(super) fn replica_reduce(
         bulk(
             ar - last,
             super::comm::dp_window(c, &worst.bwd) + super::comm::dp_window(c, &worst.rec),
-            c.kappa,
+            crate::estimate::windows::kappa_at(
+                c.kappa,
+                2.0 * shard * (replica.size as f64 - 1.0) / replica.size as f64,
+                ar,
+                c.up_bw,
+            ),
         )
     } else {
         Overlap::exposed(ar - last)

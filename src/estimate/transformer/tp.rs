@@ -17,6 +17,13 @@
 //! `LinearWithGradAccumulationAndAsyncCommunication`, Korthikanti et al. 2022 §4.2.2).
 //! Chunked overlap needs the TP group inside one NVLink domain (`scale_up_dims`); across
 //! nodes the same collectives are exposed. Chunks `n = t` (one ring-exchange step per rank).
+//!
+//! The bulk backward overlap is Megatron-LM's asynchronous tensor-parallel all-reduce
+//! (`--async-tensor-model-parallel-allreduce`, added in Aug.–Sept. 2021, commits cf7efd4
+//! and 16c9044). Before it, the column-parallel input gradient was all-reduced by the
+//! autograd function after the layer's whole backward GEMM node, on the critical path:
+//! with `tp_bwd_overlap = false` (the runs of Narayanan et al. SC'21, submitted April
+//! 2021) every backward collective is exposed.
 
 use super::Ctx;
 use super::layer::Linears;
@@ -56,12 +63,24 @@ pub(super) fn chunked_overlap(c: &Ctx) -> bool {
 /// The TP/SP windows of one layer for one micro-batch.
 pub(super) fn tp_windows<T: Trace>(c: &Ctx, lin: &Linears, tr: &mut T) -> Result<TpWindows> {
     let bytes = c.r * c.e;
-    let (k, n) = (c.kappa, c.plan.tp as f64);
+    let n = c.plan.tp as f64;
     let span = &c.place.tp;
     let pipelined = chunked_overlap(c);
-    let piped = |comm: Seconds, gemm: Seconds| {
+    // κ as measured: Lee et al. 2025 measured these very collectives (tensor-parallel GPT
+    // and LLaMA layers in NVLink nodes), at the rates they reach; the other windows scale
+    // it by their collectives' rates (`windows::kappa_at`).
+    let kappa = |_sent: f64, _t: Seconds| c.kappa;
+    let piped = |comm: Seconds, gemm: Seconds, k: f64| {
         if pipelined {
             chunked(comm, gemm, n, k)
+        } else {
+            Overlap::exposed(comm)
+        }
+    };
+    let asynchronous = c.plan.tp_bwd_overlap;
+    let beside = |comm: Seconds, gemm: Seconds, k: f64| {
+        if asynchronous {
+            bulk(comm, gemm, k)
         } else {
             Overlap::exposed(comm)
         }
@@ -69,16 +88,17 @@ pub(super) fn tp_windows<T: Trace>(c: &Ctx, lin: &Linears, tr: &mut T) -> Result
     if c.plan.sp {
         let (ag, ag_b) = coll_busy(C::AllGather, bytes, span, c.coll, c.tp_dp_share)?;
         let (rs, rs_b) = coll_busy(C::ReduceScatter, bytes, span, c.coll, c.tp_dp_share)?;
-        let fwd = piped(ag, lin.fwd[0])
-            + piped(rs, lin.fwd[1])
-            + piped(ag, lin.fwd[2])
-            + piped(rs, lin.fwd[3]);
-        let bwd = bulk(ag, lin.dgrad[0], k)
-            + bulk(rs, lin.wgrad[0], k)
-            + bulk(ag, lin.dgrad[2], k)
-            + bulk(rs, lin.wgrad[2], k)
-            + piped(ag, lin.dgrad[1])
-            + piped(ag, lin.dgrad[3]);
+        let (ka, kr) = (kappa(bytes, ag), kappa(bytes, rs));
+        let fwd = piped(ag, lin.fwd[0], ka)
+            + piped(rs, lin.fwd[1], kr)
+            + piped(ag, lin.fwd[2], ka)
+            + piped(rs, lin.fwd[3], kr);
+        let bwd = beside(ag, lin.dgrad[0], ka)
+            + beside(rs, lin.wgrad[0], kr)
+            + beside(ag, lin.dgrad[2], ka)
+            + beside(rs, lin.wgrad[2], kr)
+            + piped(ag, lin.dgrad[1], ka)
+            + piped(ag, lin.dgrad[3], ka);
         explain(c, pipelined, ag, rs, &fwd, &bwd, tr);
         Ok(TpWindows {
             fwd,
@@ -94,7 +114,8 @@ pub(super) fn tp_windows<T: Trace>(c: &Ctx, lin: &Linears, tr: &mut T) -> Result
     } else {
         let (ar, ar_b) = coll_busy(C::AllReduce, bytes, span, c.coll, c.tp_dp_share)?;
         let fwd = Overlap::exposed(ar * 2.0);
-        let bwd = bulk(ar, lin.wgrad[0], k) + bulk(ar, lin.wgrad[2], k);
+        let k = kappa(2.0 * bytes, ar);
+        let bwd = beside(ar, lin.wgrad[0], k) + beside(ar, lin.wgrad[2], k);
         explain(c, false, ar, Seconds::ZERO, &fwd, &bwd, tr);
         let two = windows::scaled(&ar_b, 2.0);
         Ok(TpWindows {
@@ -141,8 +162,13 @@ fn explain<T: Trace>(
         }
     });
     tr.line(|| {
+        let how = if c.plan.tp_bwd_overlap {
+            "column-parallel collectives under their data/weight-gradient GEMMs (bulk: exposed = max(0, C − G − κ·min(C,G)))"
+        } else {
+            "column-parallel collectives exposed (no asynchronous TP all-reduce: tp_bwd_overlap = false)"
+        };
         format!(
-            "  TP window, backward: column-parallel collectives under their data/weight-gradient GEMMs (bulk: exposed = max(0, C − G − κ·min(C,G))){} → exposed {}, hidden {}, interference {}",
+            "  TP window, backward: {how}{} → exposed {}, hidden {}, interference {}",
             if c.plan.sp { "; row-parallel output-gradient all-gathers as in forward" } else { "" },
             bwd.exposed,
             bwd.hidden,
