@@ -221,3 +221,46 @@ fn invalid_plan_is_a_clear_error() {
         .code(2)
         .stderr(contains("does not divide the 96 attention heads"));
 }
+
+#[test]
+fn blocking_backward_tp_from_flag_and_scenario() {
+    // 2021 Megatron-LM (SC'21): no SP, no TP overlap, the backward's TP all-reduce blocking.
+    // Per micro-batch and layer the exposed TP traffic doubles: 2 forward all-reduces
+    // become 2 forward + 2 backward (all-reduces of b·s·h values, 4 in total; the ends add
+    // the same ones to both runs, so the ratio stays just under 2).
+    let run = |extra: &[&str]| -> serde_json::Value {
+        let out = bin()
+            .args(&GPT3[..GPT3.len() - 2])
+            .args(["--sequence-parallel=false", "--tp-overlap", "false"])
+            .args(extra)
+            .args(["--format", "json"])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    let tp = |j: &serde_json::Value| {
+        j["time_breakdown"]["communication"]["tp"]["exposed_s"]
+            .as_f64()
+            .unwrap()
+    };
+    let (on, off) = (run(&[]), run(&["--tp-bwd-overlap", "false"]));
+    assert_eq!(on["plan"]["tp_bwd_overlap"], true);
+    assert_eq!(off["plan"]["tp_bwd_overlap"], false);
+    let ratio = tp(&off) / tp(&on);
+    assert!(ratio > 1.9 && ratio <= 2.0, "{ratio}");
+    let p = tmp(
+        "sc21.toml",
+        "model = \"gpt3-175b\"\nsystem = \"dgx-a100\"\n[plan]\ngpus = 64\ntp = 8\npp = 8\nglobal_batch = 64\nsequence_parallel = false\ntp_overlap = false\ntp_bwd_overlap = false\n",
+    );
+    bin()
+        .args(["estimate", "--scenario"])
+        .arg(&p)
+        .assert()
+        .success()
+        .stdout(contains("backward TP blocking"));
+}

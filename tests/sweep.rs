@@ -470,3 +470,36 @@ fn hardware_axes_top_10_equals_exhaustive_evaluation() {
         assert!((a - b).abs() <= 1e-12 * b, "sweep {a} vs exhaustive {b}");
     }
 }
+
+#[test]
+fn sweep_file_settings_reach_every_plan() {
+    // `tp_bwd_overlap = false` (2021 Megatron-LM) in the file's [axes]: the best TP 8 plan
+    // without SP exposes its backward all-reduces too, so it is slower than with the
+    // asynchronous all-reduce; the flag overrides the file.
+    let dir = std::env::temp_dir().join(format!("astrolabe-sweep-set-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let f = dir.join("sweep.toml");
+    std::fs::write(
+        &f,
+        "model = \"gpt3-175b\"\nsystem = \"dgx-a100\"\ngpus = [64]\nglobal_batch = 64\n[axes]\ntp = [8]\npp = [8]\nsequence_parallel = [false]\ntp_overlap = [false]\nzero3_impl = \"fsdp\"\ntp_bwd_overlap = false\n",
+    )
+    .unwrap();
+    let best = |extra: &[&str]| -> f64 {
+        let out = bin()
+            .args(["sweep", "--top", "1", "--format", "json", "--scenario"])
+            .arg(&f)
+            .args(extra)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let j: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        j["top"][0]["iteration_time_s"].as_f64().unwrap()
+    };
+    let (blocking, overlapped) = (best(&[]), best(&["--tp-bwd-overlap", "true"]));
+    assert!(blocking > overlapped, "{blocking} vs {overlapped}");
+    std::fs::remove_dir_all(&dir).ok();
+}
