@@ -197,6 +197,12 @@ fn command(r: &Run, mb: u32) -> Result<Vec<String>, &'static str> {
         if tp > 1 {
             a.push("--sequence-parallel".into());
         }
+        if r.source == "Megatron-LM" {
+            // Megatron-LM forces gradient accumulation and reduction in fp32 for bf16
+            // (`accumulate_allreduce_grads_in_fp32`, megatron/training/arguments.py at the
+            // README's commit f2e5db402c).
+            a.extend(["--optimizer", "adam-fp32-grads"].map(String::from));
+        }
     }
     Ok(a)
 }
