@@ -243,8 +243,9 @@ fn planned(r: &Run) -> Result<Vec<String>, &'static str> {
     if let Some(mb) = r.micro_batch {
         return command(r, mb);
     }
+    let one = command(r, 1)?;
     if r.source != "Megatron-LM" {
-        return command(r, 1);
+        return Ok(one);
     }
     let (Some(gbs), Some(dp)) = (r.global_batch, r.dp) else {
         return Err("no global batch or data-parallel size");
