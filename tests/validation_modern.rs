@@ -7,8 +7,11 @@
 //! stages, micro-batch, global batch, sequence length and precision, plus the defaults
 //! of the framework recipe the source ran (NeMo and Megatron-LM 2024: sequence
 //! parallelism, flash attention, TP communication overlap, the distributed optimizer;
-//! Megatron-LM 2021's GPT-3 example: full recomputation, fp16, no flash attention). The
-//! command is parsed by the real CLI and evaluated; nothing is fitted to any row.
+//! Megatron-LM: fp32 gradient reduction for bf16; Megatron-LM 2021's GPT-3 example: full
+//! recomputation, fp16, no flash attention). What a source leaves out comes from its
+//! framework: NeMo fine-tuning interleaving from NVIDIA's launcher scripts for those runs,
+//! an unstated micro-batch by the source's practice (`planned`). The command is parsed by
+//! the real CLI and evaluated; nothing is fitted to any row.
 //!
 //! Measured time: the row's `step_time_s` when the source gives one (NeMo derives it from
 //! tokens/s per GPU), else model FLOPs / (TFLOP/s per GPU × GPUs), with the model FLOPs of
