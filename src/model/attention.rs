@@ -112,6 +112,17 @@ impl Attention {
         }
     }
 
+    /// Query and key columns per token on one of `t` TP ranks that a rotary position
+    /// embedding rotates: GQA `(a/t + max(kv/t, 1))·d` (KV heads replicated when kv < t);
+    /// MLA only its rotary parts, `(a/t + 1)·rope` (one rotary key shared by all heads,
+    /// DeepSeek-V2 §2.1.3).
+    pub fn rope_width(&self, t: f64) -> f64 {
+        match self.mla {
+            None => (self.heads / t + (self.kv_heads / t).max(1.0)) * self.qk_d,
+            Some([_, _, rope]) => (self.heads / t + 1.0) * rope,
+        }
+    }
+
     /// Parameters (weights, plus biases when `bias`): the sum of `n·k` over the
     /// projections at t = 1, and `n` per projection for biases.
     pub fn params(&self, h: f64, bias: bool) -> f64 {

@@ -51,6 +51,10 @@ pub struct TransformerSpec {
     /// Learned absolute position embeddings (s·h parameters); false for rotary.
     #[serde(default = "yes")]
     pub learned_positions: bool,
+    /// Rotary position embedding on queries and keys (default: when there is no learned
+    /// position table, as in LLaMA; BLOOM's ALiBi sets `rotary = false`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rotary: Option<bool>,
     /// Linear layers have biases (GPT) or not (LLaMA).
     #[serde(default = "yes")]
     pub bias: bool,
@@ -116,6 +120,8 @@ pub struct Transformer {
     pub causal: bool,
     /// Learned absolute positions (`s·h` parameters, so they follow `--seq-len`).
     pub learned_positions: bool,
+    /// Rotary position embedding applied to queries and keys in every layer.
+    pub rotary: bool,
     /// Parameters of one layer's attention block (projections + biases).
     pub attn_params: f64,
     /// Parameters of one routed expert's MLP (one dense MLP when not MoE).
@@ -226,6 +232,7 @@ impl Transformer {
             bias,
             causal: spec.causal,
             learned_positions: spec.learned_positions,
+            rotary: spec.rotary.unwrap_or(!spec.learned_positions),
             attn_params: attn.params(h, bias),
             mlp_params: mlp_params(h, expert_f, gated, bias),
             shared_params: if shared_f > 0.0 {
@@ -347,6 +354,7 @@ mod tests {
             seq_len: 2048,
             tied_embeddings: true,
             learned_positions: true,
+            rotary: None,
             bias: true,
             causal: true,
             moe: None,
@@ -395,6 +403,7 @@ mod tests {
             seq_len: 4096,
             tied_embeddings: false,
             learned_positions: false,
+            rotary: None,
             bias: false,
             causal: true,
             moe: None,

@@ -253,12 +253,23 @@ pub(super) fn layer<T: Trace>(c: &Ctx, tr: &mut T) -> Result<(Block, TpWindows)>
     } else {
         0.0
     };
-    let mem_f = c.mem(c.rep * 2.0 * (4.0 + bda_f) + act * act_f, 5.0);
-    let mem_b = c.mem(
-        c.rep * 2.0 * (6.0 + bda_b + 6.0) + act * act_b + bias_grads,
-        10.0,
+    // Rotary embedding: Megatron-core's `apply_rotary_pos_emb` runs one fused kernel on the
+    // queries and one on the keys (apex `fused_apply_rotary_pos_emb`), read + write 2 B/elem,
+    // and the same on their gradients backward.
+    let (rope, rope_k) = if m.rotary {
+        (c.tokens * m.attn.rope_width(c.plan.tp as f64), 2.0)
+    } else {
+        (0.0, 0.0)
+    };
+    let mem_f = c.mem(
+        c.rep * 2.0 * (4.0 + bda_f) + act * act_f + 4.0 * rope,
+        5.0 + rope_k,
     );
-    tr.line(|| format!("  memory-bound: LayerNorm ×2, bias-dropout-add ×2 on {} elements, activation on {act}: fwd {mem_f}, bwd {mem_b}", c.rep));
+    let mem_b = c.mem(
+        c.rep * 2.0 * (6.0 + bda_b + 6.0) + act * act_b + bias_grads + 4.0 * rope,
+        10.0 + rope_k,
+    );
+    tr.line(|| format!("  memory-bound: LayerNorm ×2, bias-dropout-add ×2 on {} elements, activation on {act}, rotary embedding on {rope}: fwd {mem_f}, bwd {mem_b}", c.rep));
     let tp = tp_windows(c, &lin, tr)?;
     let (ep1, ep_b1) = ep_comm(c)?;
     // The busiest EP rank sends and receives the imbalance times the mean.
