@@ -139,8 +139,6 @@ struct Ctx<'a> {
     rep: f64,
     /// Interference κ of the device (`windows` module).
     kappa: f64,
-    /// Per-device bandwidth of the innermost (scale-up) dimension, bytes/s: where κ holds.
-    up_bw: f64,
     /// Innermost dimensions forming the NVLink domain (chunked TP overlap inside it).
     scale_up_dims: u32,
     /// Parameters of one transformer layer on this device (experts divided by EP, all / t).
@@ -261,7 +259,6 @@ pub(super) fn evaluate<T: Trace>(
         r,
         rep,
         kappa: dev.spec.efficiency.overlap_slowdown,
-        up_bw: sys.topology.dims()[0].bandwidth.get(),
         scale_up_dims: sys.spec.scale_up_dims,
         layer_params: layer_params(m, plan),
         tp_dp_share: share_dims(&place.tp, grad_span),
@@ -417,7 +414,7 @@ fn share_dims(a: &crate::parallel::Span, b: &crate::parallel::Span) -> bool {
 fn pipeline_comm<T: Trace>(c: &Ctx, stage: Seconds, times: &mut Times, tr: &mut T) -> Result<()> {
     let plan = c.plan;
     let (hop, hop_bytes) = pp_hop(c)?;
-    let w = pp_windows(c, (hop, hop_bytes), stage);
+    let w = pp_windows(c, hop, stage);
     let (emb_sync, emb_bytes) = embedding_sync(c)?;
     let mb = plan.micro_batches as f64;
     times.comm[CommClass::Pp as usize] = Comm {

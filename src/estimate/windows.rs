@@ -109,21 +109,18 @@ pub fn chunked(comm: Seconds, compute: Seconds, n: f64, kappa: f64) -> Overlap {
     }
 }
 
-/// Interference of a collective by the rate it moves data through the device: `κ_r = κ ·
-/// min(1, r / B_up)`, `r` = bytes the device sends per second while the collective runs,
-/// `B_up` = the device's scale-up (NVLink) bandwidth. κ was measured for collectives on
-/// the scale-up link (Lee et al. 2025 ran 4-GPU nodes); what a collective takes from the
-/// compute — HBM traffic for its copies and reductions, SM time for its kernels — grows
-/// with the bytes it moves per second (Rashidi et al. ISCA'21, "Enabling
-/// Compute-Communication Overlap in Distributed Deep Learning Training Platforms" §3: an
-/// endpoint's memory bandwidth and compute for collectives scale with its network
-/// bandwidth). A DP collective over a 25 GB/s NIC on an A100 with 240 GB/s NVLink thus
-/// interferes about a tenth as much as one on NVLink.
-pub fn kappa_at(kappa: f64, sent: f64, time: Seconds, up_bw: f64) -> f64 {
-    if time.get() <= 0.0 || up_bw <= 0.0 {
+/// Interference of a collective whose kernels run only part of its time `T`: `κ_a = κ ·
+/// min(1, T_k / T)`, `T_k` = the time its kernels are busy. Interference comes from the
+/// collective's kernels holding SMs and HBM bandwidth while they run (Lee et al. 2025);
+/// NCCL's kernels run for the whole collective, so `T_k = T` and κ holds, but DeepSpeed
+/// 2021's ZeRO-3 moved parameters at most at its per-GPU rate
+/// ([`crate::parallel::DEEPSPEED_2021_RATE`]), issued from Python hooks one bucket at a
+/// time: its kernels run for the NCCL time of the bytes, `T_k = T_nccl`, and wait the rest.
+pub fn kappa_active(kappa: f64, busy: Seconds, time: Seconds) -> f64 {
+    if time.get() <= 0.0 {
         return kappa;
     }
-    kappa * (sent / time.get() / up_bw).min(1.0)
+    kappa * (busy.get() / time.get()).clamp(0.0, 1.0)
 }
 
 /// Busy time of a collective on each topology dimension (its transfer time there, indexed

@@ -47,18 +47,14 @@ pub(super) fn pp_hop(c: &Ctx) -> Result<(Seconds, f64)> {
 ///   schedule): bulk windows against the stage's compute per micro-batch, `m` of them;
 /// - 1F1B and GPipe: Megatron-LM's `send_forward_recv_backward` /
 ///   `send_backward_recv_forward` block between compute steps: exposed.
-pub(super) fn pp_windows(c: &Ctx, (hop, bytes): (Seconds, f64), stage: Seconds) -> Overlap {
+pub(super) fn pp_windows(c: &Ctx, hop: Seconds, stage: Seconds) -> Overlap {
     if c.plan.pp <= 1 {
         return Overlap::default();
     }
     let fill_drain = hop * (2.0 * (c.plan.pp - 1) as f64);
     let per_mb = hop * (2.0 * c.plan.v as f64);
     let steady = if c.plan.schedule == Schedule::Interleaved {
-        bulk(
-            per_mb,
-            stage,
-            windows::kappa_at(c.kappa, bytes, hop, c.up_bw),
-        )
+        bulk(per_mb, stage, c.kappa)
     } else {
         Overlap::exposed(per_mb)
     }
@@ -163,30 +159,14 @@ pub(super) fn dp_comm<T: Trace>(
             &windows::scaled(&nb.tp_bwd, nb.layers),
         );
         let delay_f = shared(&g_busy, &windows::scaled(&nb.tp_fwd, nb.layers));
-        let n = dp.size as f64;
-        let sent = grad * (n - 1.0) / n * if plan.zero == 0 { 2.0 } else { 1.0 };
-        let kr = windows::kappa_at(c.kappa, sent, reduce, c.up_bw);
-        tr.line(|| {
-            format!(
-                "DP interference: κ_r = κ·min(1, r/B_up) = {}·min(1, {}/{}) = {kr:.4} (r = bytes sent / reduction time; Lee et al. 2025 measured κ on the scale-up link)",
-                c.kappa,
-                crate::units::Bandwidth::new(sent / reduce.get().max(1e-300)),
-                crate::units::Bandwidth::new(c.up_bw)
-            )
-        });
         let wb = bulk(
             reduce - last + delay_b,
             dp_window(c, &worst.bwd) + dp_window(c, &worst.rec),
-            kr,
+            c.kappa,
         );
-        let sent_w = weights * (n - 1.0) / n;
         (
             wb,
-            bulk(
-                gather + delay_f,
-                dp_window(c, &worst.fwd),
-                windows::kappa_at(c.kappa, sent_w, gather, c.up_bw),
-            ),
+            bulk(gather + delay_f, dp_window(c, &worst.fwd), c.kappa),
         )
     } else {
         (Overlap::exposed(reduce - last), Overlap::exposed(gather))
@@ -301,9 +281,9 @@ pub(super) fn zero3<T: Trace>(
             Seconds::ZERO
         }
     };
-    let (ag, ag_b) = bucketed(C::AllGather, pl * c.e, k, dp, c)?;
-    let (rs, rs_b) = bucketed(C::ReduceScatter, pl * g, k, dp, c)?;
-    let (ag, rs) = (ag.max(floor(pl * c.e)), rs.max(floor(pl * g)));
+    let (ag_nccl, ag_b) = bucketed(C::AllGather, pl * c.e, k, dp, c)?;
+    let (rs_nccl, rs_b) = bucketed(C::ReduceScatter, pl * g, k, dp, c)?;
+    let (ag, rs) = (ag_nccl.max(floor(pl * c.e)), rs_nccl.max(floor(pl * g)));
     let ends = bucketed(C::AllGather, outside * c.e, k_out, dp, c)?
         .0
         .max(floor(outside * c.e))
@@ -336,22 +316,23 @@ pub(super) fn zero3<T: Trace>(
                 &windows::plus(&windows::scaled(&ag_b, ag_bwd), &rs_b),
                 &nb.tp_bwd,
             );
-        let frac = (dp.size as f64 - 1.0) / dp.size as f64;
-        let kf = windows::kappa_at(c.kappa, pl * c.e * frac, ag, c.up_bw);
-        tr.line(|| {
-            format!(
-                "ZeRO-3 interference: κ_r = κ·min(1, r/B_up) = {}·min(1, {}/{}) = {kf:.4} for the gathers (r = bytes sent / collective time)",
-                c.kappa,
-                crate::units::Bandwidth::new(pl * c.e * frac / ag.get().max(1e-300)),
-                crate::units::Bandwidth::new(c.up_bw)
-            )
-        });
+        // Interference while the collectives' kernels run: all the time at NCCL rates,
+        // `T_nccl / T` of it under DeepSpeed 2021's rate floor (`windows::kappa_active`).
+        let kf = windows::kappa_active(c.kappa, ag_nccl, ag);
+        let kb = windows::kappa_active(c.kappa, ag_nccl * ag_bwd + rs_nccl, ag * ag_bwd + rs);
+        if ds {
+            tr.line(|| {
+                format!(
+                    "ZeRO-3 interference while its kernels run: κ_a = κ·T_nccl/T = {}·{ag_nccl}/{ag} = {kf:.4} for the gathers, {kb:.4} in backward (the rest of T waits on DeepSpeed's per-GPU rate)",
+                    c.kappa
+                )
+            });
+        }
         let wf = bulk(comm_f, dp_window(c, &layer.fwd), kf);
-        let sent_b = (pl * c.e * ag_bwd + pl * g) * frac;
         let wb = bulk(
             comm_b,
             dp_window(c, &layer.bwd) + dp_window(c, &layer.rec),
-            windows::kappa_at(c.kappa, sent_b, ag * ag_bwd + rs, c.up_bw),
+            kb,
         );
         tr.line(|| {
             format!(

@@ -51,8 +51,7 @@ pub(super) fn cp_comm(c: &Ctx, att_f: Seconds, att_b: Seconds) -> Result<CpComm>
             let block = tokens * kv_t * (m.attn.qk_d + m.attn.v_d) * c.e;
             let step = |bytes: f64, window: Seconds| -> Result<Overlap> {
                 let x = coll(C::SendRecv, bytes, span, c.coll)?;
-                let k = crate::estimate::windows::kappa_at(c.kappa, bytes, x, c.up_bw);
-                Ok(bulk(x, window, k).times(cp - 1.0))
+                Ok(bulk(x, window, c.kappa).times(cp - 1.0))
             };
             let (f, b) = (step(block, att_f / cp)?, step(2.0 * block, att_b / cp)?);
             Ok(CpComm {

@@ -37,12 +37,7 @@ pub(super) fn replica_reduce(
         bulk(
             ar - last,
             super::comm::dp_window(c, &worst.bwd) + super::comm::dp_window(c, &worst.rec),
-            crate::estimate::windows::kappa_at(
-                c.kappa,
-                2.0 * shard * (replica.size as f64 - 1.0) / replica.size as f64,
-                ar,
-                c.up_bw,
-            ),
+            c.kappa,
         )
     } else {
         Overlap::exposed(ar - last)

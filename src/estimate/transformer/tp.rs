@@ -66,10 +66,6 @@ pub(super) fn tp_windows<T: Trace>(c: &Ctx, lin: &Linears, tr: &mut T) -> Result
     let n = c.plan.tp as f64;
     let span = &c.place.tp;
     let pipelined = chunked_overlap(c);
-    // κ as measured: Lee et al. 2025 measured these very collectives (tensor-parallel GPT
-    // and LLaMA layers in NVLink nodes), at the rates they reach; the other windows scale
-    // it by their collectives' rates (`windows::kappa_at`).
-    let kappa = |_sent: f64, _t: Seconds| c.kappa;
     let piped = |comm: Seconds, gemm: Seconds, k: f64| {
         if pipelined {
             chunked(comm, gemm, n, k)
@@ -88,17 +84,17 @@ pub(super) fn tp_windows<T: Trace>(c: &Ctx, lin: &Linears, tr: &mut T) -> Result
     if c.plan.sp {
         let (ag, ag_b) = coll_busy(C::AllGather, bytes, span, c.coll, c.tp_dp_share)?;
         let (rs, rs_b) = coll_busy(C::ReduceScatter, bytes, span, c.coll, c.tp_dp_share)?;
-        let (ka, kr) = (kappa(bytes, ag), kappa(bytes, rs));
-        let fwd = piped(ag, lin.fwd[0], ka)
-            + piped(rs, lin.fwd[1], kr)
-            + piped(ag, lin.fwd[2], ka)
-            + piped(rs, lin.fwd[3], kr);
-        let bwd = beside(ag, lin.dgrad[0], ka)
-            + beside(rs, lin.wgrad[0], kr)
-            + beside(ag, lin.dgrad[2], ka)
-            + beside(rs, lin.wgrad[2], kr)
-            + piped(ag, lin.dgrad[1], ka)
-            + piped(ag, lin.dgrad[3], ka);
+        let k = c.kappa;
+        let fwd = piped(ag, lin.fwd[0], k)
+            + piped(rs, lin.fwd[1], k)
+            + piped(ag, lin.fwd[2], k)
+            + piped(rs, lin.fwd[3], k);
+        let bwd = beside(ag, lin.dgrad[0], k)
+            + beside(rs, lin.wgrad[0], k)
+            + beside(ag, lin.dgrad[2], k)
+            + beside(rs, lin.wgrad[2], k)
+            + piped(ag, lin.dgrad[1], k)
+            + piped(ag, lin.dgrad[3], k);
         explain(c, pipelined, ag, rs, &fwd, &bwd, tr);
         Ok(TpWindows {
             fwd,
@@ -114,7 +110,7 @@ pub(super) fn tp_windows<T: Trace>(c: &Ctx, lin: &Linears, tr: &mut T) -> Result
     } else {
         let (ar, ar_b) = coll_busy(C::AllReduce, bytes, span, c.coll, c.tp_dp_share)?;
         let fwd = Overlap::exposed(ar * 2.0);
-        let k = kappa(2.0 * bytes, ar);
+        let k = c.kappa;
         let bwd = beside(ar, lin.wgrad[0], k) + beside(ar, lin.wgrad[2], k);
         explain(c, false, ar, Seconds::ZERO, &fwd, &bwd, tr);
         let two = windows::scaled(&ar_b, 2.0);
