@@ -148,6 +148,19 @@ mod tests {
     use super::*;
     use approx::assert_relative_eq;
 
+    #[test]
+    fn kernels_idle_under_a_rate_floor_interfere_less() {
+        // A 405 MB DeepSpeed-2021 gather over 16 ranks: 380 MB sent at 24 GB/s take
+        // 15.8 ms, NCCL would need 3.0 ms: κ·3.0/15.8 = 0.189 · 0.19 = 0.0359. At NCCL's
+        // own rate (busy the whole time) κ is unchanged; the busy time never exceeds T.
+        let t = Seconds::new(405e6 * 15.0 / 16.0 / 24e9);
+        let k = kappa_active(0.189, Seconds::new(3.0e-3), t);
+        assert_relative_eq!(k, 0.189 * 3.0e-3 / 0.015_820_312_5, max_relative = 1e-12);
+        assert_relative_eq!(k, 0.0358, max_relative = 2e-3);
+        assert_eq!(kappa_active(0.189, t, t), 0.189);
+        assert_eq!(kappa_active(0.189, t * 2.0, t), 0.189);
+    }
+
     fn s(x: f64) -> Seconds {
         Seconds::new(x)
     }
