@@ -13,64 +13,14 @@
 //! 2^31 FLOP, saturation 512/(512 + 384) = 0.571429, forward = 11.18 µs + 4 µs = 15.18 µs,
 //! backward = 28.79 µs + 4 µs = 32.79 µs.
 
-use assert_cmd::Command;
-
-/// The number (in µs) after the last `=` of the explain clause that starts with `key`.
-fn micros(line: &str, key: &str) -> f64 {
-    let part = line.split(key).nth(1).expect("clause present");
-    let part = part.split(',').next().unwrap();
-    let v = part.rsplit('=').next().unwrap().trim();
-    let (num, unit) = v.split_once(' ').expect("value with unit");
-    let x: f64 = num.parse().expect("a number");
-    match unit {
-        "us" => x,
-        "ms" => x * 1e3,
-        "s" => x * 1e6,
-        u => panic!("unit {u}"),
-    }
-}
+mod common;
+use common::{h100_tp8_explain_line, micros};
 
 /// (forward, backward) µs of the fused attention in `--explain` for Llama 2 7B on 8 H100
 /// (TP 8), sequence 4096, plus `extra` flags.
 fn fused(extra: &[&str]) -> (f64, f64) {
-    let mut args = vec![
-        "estimate",
-        "--model",
-        "llama2-7b",
-        "--system",
-        "dgx-h100",
-        "--gpus",
-        "8",
-        "--tp",
-        "8",
-        "--seq-len",
-        "4096",
-        "--micro-batch",
-        "1",
-        "--global-batch",
-        "1",
-        "--precision",
-        "bf16",
-        "--flash-attention",
-        "--explain",
-    ];
-    args.extend_from_slice(extra);
-    let out = Command::cargo_bin("astrolabe")
-        .unwrap()
-        .args(&args)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let text = String::from_utf8(out.stdout).unwrap();
-    let line = text
-        .lines()
-        .find(|l| l.contains("attention (fused)"))
-        .expect("explain shows the fused attention");
-    (micros(line, "fwd ="), micros(line, "bwd ="))
+    let line = h100_tp8_explain_line("llama2-7b", extra, "attention (fused)");
+    (micros(&line, "fwd ="), micros(&line, "bwd ="))
 }
 
 #[test]

@@ -9,63 +9,13 @@
 //! (4 + 4) heads × 128 = 4 194 304; bytes 4 per element = 16 777 216 B; at 3.35 TB/s × 0.7
 //! (the preset's memory efficiency) 7.154 µs, plus 2 kernels × 4 µs: 15.154 µs per pass.
 
-use assert_cmd::Command;
+mod common;
+use common::{h100_tp8_explain_line, micros};
 
 /// (forward, backward) µs of the memory-bound line of `--explain` for `model`.
 fn memory_bound(model: &str) -> (f64, f64) {
-    let out = Command::cargo_bin("astrolabe")
-        .unwrap()
-        .args([
-            "estimate",
-            "--model",
-            model,
-            "--system",
-            "dgx-h100",
-            "--gpus",
-            "8",
-            "--tp",
-            "8",
-            "--seq-len",
-            "4096",
-            "--micro-batch",
-            "1",
-            "--global-batch",
-            "1",
-            "--precision",
-            "bf16",
-            "--flash-attention",
-            "--explain",
-        ])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let text = String::from_utf8(out.stdout).unwrap();
-    let line = text
-        .lines()
-        .find(|l| l.contains("memory-bound: LayerNorm"))
-        .expect("explain shows the memory-bound kernels");
-    let us = |key: &str| -> f64 {
-        let v = line
-            .split(key)
-            .nth(1)
-            .unwrap()
-            .split(',')
-            .next()
-            .unwrap()
-            .trim();
-        let (num, unit) = v.split_once(' ').unwrap();
-        let x: f64 = num.parse().unwrap();
-        match unit {
-            "us" => x,
-            "ms" => x * 1e3,
-            u => panic!("unit {u}"),
-        }
-    };
-    (us("fwd "), us("bwd "))
+    let line = h100_tp8_explain_line(model, &[], "memory-bound: LayerNorm");
+    (micros(&line, "fwd "), micros(&line, "bwd "))
 }
 
 #[test]
@@ -82,8 +32,7 @@ fn rotary_kernels_by_hand_on_h100() {
 #[test]
 fn alibi_and_learned_positions_have_no_rotary_kernels() {
     for m in ["bloom-176b", "gpt3-175b"] {
-        let out = Command::cargo_bin("astrolabe")
-            .unwrap()
+        let out = common::bin()
             .args([
                 "estimate",
                 "--model",

@@ -332,9 +332,12 @@ fn build_axes(a: &SweepArgs, f: &SweepFile, system: &crate::system::System) -> R
     if let Some(b) = a.tp_bwd_overlap.or(fa.tp_bwd_overlap) {
         ax.tp_bwd_overlap = b;
     }
-    if let Some(z) = a.zero3_impl.as_ref().or(fa.zero3_impl.as_ref()) {
-        ax.zero3_impl =
-            crate::cli::plan_flags::parse_enum("--zero3-impl", z, &["fsdp", "deepspeed-2021"])?;
+    let impl_from = [
+        ("--zero3-impl", &a.zero3_impl),
+        ("zero3_impl", &fa.zero3_impl),
+    ];
+    if let Some((what, Some(z))) = impl_from.into_iter().find(|(_, v)| v.is_some()) {
+        ax.zero3_impl = crate::cli::plan_flags::parse_enum(what, z, &["fsdp", "deepspeed-2021"])?;
     }
     if !ax.networks.is_empty() && a.gpus.is_empty() && f.gpus.is_none() {
         ax.gpus = vec![ax.networks[0].1.npus() as u32];

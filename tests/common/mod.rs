@@ -126,3 +126,43 @@ pub const GPT3: [&str; 13] = [
     "--global-batch",
     "1536",
 ];
+
+/// The `--explain` line containing `needle` for `model` on one DGX H100 with TP 8,
+/// sequence 4096, micro-batch 1, BF16 and fused attention, plus `extra` flags (the
+/// configuration of the hand-checked kernel tests).
+pub fn h100_tp8_explain_line(model: &str, extra: &[&str], needle: &str) -> String {
+    let out = bin()
+        .args(["estimate", "--model", model, "--system", "dgx-h100"])
+        .args(["--gpus", "8", "--tp", "8", "--seq-len", "4096"])
+        .args(["--micro-batch", "1", "--global-batch", "1"])
+        .args(["--precision", "bf16", "--flash-attention", "--explain"])
+        .args(extra)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    text.lines()
+        .find(|l| l.contains(needle))
+        .unwrap_or_else(|| panic!("explain shows '{needle}'"))
+        .to_string()
+}
+
+/// The time (in µs) an explain clause starting with `key` ends on: the value after its
+/// last `=`, or the whole clause up to the next comma (`fwd 563.7 us`).
+pub fn micros(line: &str, key: &str) -> f64 {
+    let part = line.split(key).nth(1).expect("clause present");
+    let part = part.split(',').next().unwrap();
+    let v = part.rsplit('=').next().unwrap().trim();
+    let (num, unit) = v.split_once(' ').expect("value with unit");
+    let x: f64 = num.parse().expect("a number");
+    match unit {
+        "us" => x,
+        "ms" => x * 1e3,
+        "s" => x * 1e6,
+        u => panic!("unit {u}"),
+    }
+}
