@@ -42,6 +42,12 @@ pub struct SystemSpec {
     /// ICI, sets all its dimensions.
     #[serde(default = "one_dim", skip_serializing_if = "is_one_dim")]
     pub scale_up_dims: u32,
+    /// GPUs per compute node (tray) when the innermost dimension is an NVLink domain of
+    /// several nodes (GB200/GB300 NVL72: 18 trays of 4 GPUs). A job takes whole nodes, and
+    /// beyond one domain it is cut into Slurm segments ([`segment_nodes`]). Unset: the
+    /// innermost dimension is one node.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpus_per_node: Option<u32>,
     /// `[calibration]`: global time factors fitted by `astrolabe calibrate step`.
     #[serde(default, skip_serializing_if = "CalibrationSpec::is_default")]
     pub calibration: CalibrationSpec,
@@ -362,7 +368,8 @@ impl System {
     /// The same system with `gpus` devices: the outermost dimension that is needed is
     /// resized (inner dimensions are whole building blocks such as a DGX node); a count
     /// below one node shrinks the innermost dimension. Errors when `gpus` is not a whole
-    /// number of the inner blocks.
+    /// number of the inner blocks. With `gpus_per_node` (rack-scale NVLink domains) the job
+    /// takes whole nodes and, beyond one domain, domains of [`segment_nodes`] nodes each.
     pub fn with_gpus(&self, gpus: u32) -> Result<System> {
         if gpus == 0 {
             return Err(Error::input("--gpus", "must be ≥ 1"));
@@ -371,6 +378,22 @@ impl System {
             return Err(self.too_many(gpus));
         }
         let mut dims = self.topology.dims().to_vec();
+        if let Some(node) = self.spec.gpus_per_node {
+            if !gpus.is_multiple_of(node) {
+                return Err(Error::input(
+                    "--gpus",
+                    format!(
+                        "{gpus} is not a multiple of {node} (the GPUs per compute tray of \
+                         system '{}'; a job takes whole trays)",
+                        self.name()
+                    ),
+                ));
+            }
+            if gpus > dims[0].size {
+                let per_domain = dims[0].size / node;
+                dims[0].size = segment_nodes(gpus / node, per_domain) * node;
+            }
+        }
         let mut inner: u32 = 1;
         let mut keep = 0;
         for (i, d) in dims.iter().enumerate() {
@@ -391,8 +414,85 @@ impl System {
         }
         dims.truncate(keep + 1);
         dims[keep].size = gpus / inner;
+        let room = self.topology.dims()[keep].size;
+        if dims[keep].size > room {
+            return Err(Error::input(
+                "--gpus",
+                format!(
+                    "{gpus} GPUs run as {} NVLink domains of {} (whole Slurm segments), more \
+                     than the {room} of system '{}'",
+                    dims[keep].size,
+                    inner,
+                    self.name()
+                ),
+            ));
+        }
         let mut out = self.clone();
         out.topology = Topology::new(dims)?;
         Ok(out)
+    }
+
+    /// The NVLink domains of the job, when the innermost dimension holds several nodes:
+    /// (domains, GPUs per domain), for the placement table.
+    pub fn nvlink_domains(&self) -> Option<(u32, u32)> {
+        self.spec.gpus_per_node?;
+        let d = self.topology.dims();
+        let outer = d.get(1).map_or(1, |o| o.size);
+        Some((outer, d[0].size))
+    }
+}
+
+/// Nodes per NVLink domain for a job of `nodes` nodes on racks of `per_domain` nodes:
+/// the whole job when it fits in one rack, else the largest divisor of `nodes` that is
+/// at most `per_domain`. This is the Slurm `--segment` (topology/block plugin: each
+/// segment inside one NVLink block) that NVIDIA's Megatron-Bridge launcher requests for
+/// 4-GPU-node systems (scripts/performance/utils/executors.py at 067f987df0: "for
+/// segment_candidate in range(18, 0, -1): if nodes % segment_candidate == 0"); 64 nodes
+/// (256 GB200) run as 4 domains of 16 nodes, 64 GPUs each.
+pub fn segment_nodes(nodes: u32, per_domain: u32) -> u32 {
+    if nodes <= per_domain {
+        return nodes;
+    }
+    (1..=per_domain.max(1))
+        .rev()
+        .find(|d| nodes.is_multiple_of(*d))
+        .unwrap_or(1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::catalog;
+
+    /// Megatron-Bridge's segment rule worked by hand: 64 trays (256 GPUs) → 16 (64 = 4·16),
+    /// 128 → 16, 60 → 15, 36 → 18, 19 (prime) → 1; up to one rack the job is one segment.
+    #[test]
+    fn segments_are_the_largest_divisor_up_to_a_rack() {
+        for (nodes, seg) in [(64, 16), (128, 16), (60, 15), (36, 18), (19, 1), (8, 8), (18, 18)] {
+            assert_eq!(segment_nodes(nodes, 18), seg, "{nodes} trays");
+        }
+    }
+
+    #[test]
+    fn nvl72_jobs_take_whole_trays_in_segments() {
+        let s = catalog::system("gb200-nvl72").unwrap();
+        let sizes = |g: u32| -> Vec<u32> {
+            let t = s.with_gpus(g).unwrap().topology;
+            t.dims().iter().map(|d| d.size).collect()
+        };
+        assert_eq!(sizes(8), vec![8]);
+        assert_eq!(sizes(72), vec![72]);
+        assert_eq!(sizes(256), vec![64, 4]);
+        assert_eq!(sizes(144), vec![72, 2]);
+        assert_eq!(sizes(512), vec![64, 8]);
+        assert_eq!(s.with_gpus(256).unwrap().nvlink_domains(), Some((4, 64)));
+        let e = s.with_gpus(6).unwrap_err().to_string();
+        assert!(e.contains("not a multiple of 4"), "{e}");
+        // 1150 trays: segments of 10 → 115 domains, more than 64 racks.
+        let e = s.with_gpus(4600).unwrap_err().to_string();
+        assert!(e.contains("115 NVLink domains"), "{e}");
+        // A DGX system is unchanged: whole 8-GPU nodes.
+        let d = catalog::system("dgx-h100").unwrap();
+        assert_eq!(d.with_gpus(256).unwrap().nvlink_domains(), None);
     }
 }

@@ -30,8 +30,17 @@ fn onoff(b: bool) -> &'static str {
     if b { "on" } else { "off" }
 }
 
-/// The plan table.
-pub fn plan_table(r: &EstimateResult, topology: &str) -> Result<Table> {
+/// How a job sits in rack-scale NVLink domains: "4 NVLink domains of 64 GPUs".
+pub fn domains_text(system: &System) -> String {
+    match system.nvlink_domains() {
+        Some((1, g)) => format!("1 NVLink domain of {g} GPUs"),
+        Some((n, g)) => format!("{n} NVLink domains of {g} GPUs (Slurm segments)"),
+        None => String::new(),
+    }
+}
+
+/// The plan table; `domains` is the devices row's placement note ([`domains_text`]).
+pub fn plan_table(r: &EstimateResult, topology: &str, domains: &str) -> Result<Table> {
     let p = &r.plan;
     let mut t = Table::new(
         "plan",
@@ -55,7 +64,7 @@ pub fn plan_table(r: &EstimateResult, topology: &str) -> Result<Table> {
             Cell::text(format!("{} ({})", r.system, r.device)),
             topology.to_string(),
         ),
-        ("devices", int(p.gpus), String::new()),
+        ("devices", int(p.gpus), domains.to_string()),
         ("TP", int(p.tp), span_text(&pl.tp)),
         ("SP", Cell::text(onoff(p.sequence_parallel)), String::new()),
         ("PP", int(p.pp), span_text(&pl.pp)),
@@ -257,7 +266,7 @@ pub fn build(
     }
     r.explain = explain;
     let tables = vec![
-        plan_table(&r, &system.topology.to_string())?,
+        plan_table(&r, &system.topology.to_string(), &domains_text(system))?,
         time_table(&r)?,
         throughput_table(&r)?,
         memory_table(&r)?,
