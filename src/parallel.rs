@@ -203,7 +203,7 @@ pub struct Plan {
     pub tp: u32,
     /// Pipeline stages p.
     pub pp: u32,
-    /// Expert-parallel degree (divides dp).
+    /// Expert-parallel degree (etp·ep divides tp·cp·dp: MoE parallel folding).
     pub ep: u32,
     /// Context-parallel degree c (devices = dp · tp · pp · c).
     pub cp: u32,
@@ -287,6 +287,36 @@ fn check_hsdp(g: u32, dp: u32, s: &PlanSpec) -> Result<()> {
     }
     if s.cp > 1 {
         return Err(bad("hsdp", "with cp > 1 is not modelled".into()));
+    }
+    Ok(())
+}
+
+/// Expert parallelism. Under MoE parallel folding (the default `tp-dp-pp` order) the MoE
+/// layers map ETP × EP × expert-DP onto each stage's TP × CP × DP ranks, so `etp·ep` must
+/// divide `tp·cp·dp` (EP may exceed DP: Liu et al. 2025, arXiv 2504.14960). With the
+/// `tp-pp-dp` order EP stays inside DP and must divide it.
+fn check_ep(s: &PlanSpec, dp: u32) -> Result<()> {
+    let etp = s.etp.unwrap_or(s.tp);
+    let block = u64::from(s.tp) * u64::from(s.cp) * u64::from(dp);
+    let expert = u64::from(etp) * u64::from(s.ep);
+    if s.order == Order::TpPpDp && !dp.is_multiple_of(s.ep) {
+        return Err(bad(
+            "ep",
+            format!(
+                "{} must divide dp = {dp} with order tp-pp-dp (no folding)",
+                s.ep
+            ),
+        ));
+    }
+    if expert == 0 || !block.is_multiple_of(expert) {
+        return Err(bad(
+            "ep",
+            format!(
+                "etp·ep = {etp}·{} must divide tp·cp·dp = {}·{}·{dp} (MoE parallel folding: \
+                 the expert groups fold over each pipeline stage's ranks)",
+                s.ep, s.tp, s.cp
+            ),
+        ));
     }
     Ok(())
 }
@@ -395,9 +425,7 @@ impl Plan {
                 format!("stage {} does not exist; expected 0–3", s.zero),
             ));
         }
-        if !dp.is_multiple_of(s.ep) {
-            return Err(bad("ep", format!("{} must divide dp = {dp}", s.ep)));
-        }
+        check_ep(s, dp)?;
         if let Some(g) = s.hsdp {
             check_hsdp(g, dp, s)?;
         }

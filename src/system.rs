@@ -468,7 +468,15 @@ mod tests {
     /// 128 → 16, 60 → 15, 36 → 18, 19 (prime) → 1; up to one rack the job is one segment.
     #[test]
     fn segments_are_the_largest_divisor_up_to_a_rack() {
-        for (nodes, seg) in [(64, 16), (128, 16), (60, 15), (36, 18), (19, 1), (8, 8), (18, 18)] {
+        for (nodes, seg) in [
+            (64, 16),
+            (128, 16),
+            (60, 15),
+            (36, 18),
+            (19, 1),
+            (8, 8),
+            (18, 18),
+        ] {
             assert_eq!(segment_nodes(nodes, 18), seg, "{nodes} trays");
         }
     }

@@ -70,6 +70,16 @@ pub fn plan_table(r: &EstimateResult, topology: &str, domains: &str) -> Result<T
         ("PP", int(p.pp), span_text(&pl.pp)),
         ("DP (derived)", int(p.dp), span_text(&pl.dp)),
         ("EP", int(p.ep), span_text(&pl.ep)),
+        (
+            "MoE groups (folded)",
+            Cell::text(format!(
+                "ETP {} × EP {} × expert-DP {}",
+                p.etp,
+                p.ep,
+                (p.tp * p.cp * p.dp) / (p.etp * p.ep).max(1)
+            )),
+            "per stage: the TP × CP × DP ranks".into(),
+        ),
         ("micro-batch", int(p.micro_batch), String::new()),
         ("global batch", int(p.global_batch), String::new()),
         (
@@ -101,7 +111,11 @@ pub fn plan_table(r: &EstimateResult, topology: &str, domains: &str) -> Result<T
         ),
         ("precision", Cell::text(&p.precision), String::new()),
     ];
+    let folded = p.ep > 1 || p.etp != p.tp;
     for (k, v, net) in rows {
+        if k.starts_with("MoE groups") && !folded {
+            continue;
+        }
         t.push(vec![Cell::text(k), v, Cell::text(net)])?;
     }
     Ok(t)

@@ -1,6 +1,8 @@
 //! Group placement: each parallel group takes network dimensions innermost first (TP on
 //! the fastest), a divisor of a dimension's remaining size or whole remainders followed
-//! by a divisor of the next (DESIGN.md §4).
+//! by a divisor of the next (DESIGN.md §4). MoE layers see the same GPUs through a second
+//! mapping (MoE parallel folding): ETP, then EP, then expert-DP over each stage's
+//! TP × CP × DP ranks, so EP may exceed DP.
 
 use super::{Order, Plan, bad};
 use crate::collective::MAX_DIMS;
@@ -28,7 +30,8 @@ pub struct Placement {
     pub tp: Span,
     /// Context-parallel group (next to TP, as Megatron-LM's `tp-cp-ep-dp-pp`).
     pub cp: Span,
-    /// Expert-parallel group (inner part of DP).
+    /// Expert-parallel group: after the expert-TP ranks within each stage's TP × CP × DP
+    /// ranks (folded), or the inner part of DP with [`Order::TpPpDp`].
     pub ep: Span,
     /// Data-parallel group.
     pub dp: Span,
@@ -134,10 +137,9 @@ impl Placement {
         let (ep, dp, pp);
         match plan.order {
             Order::TpDpPp => {
-                ep = c.take(plan.ep, "ep")?;
-                let rest = c.take(plan.dp / plan.ep, "dp")?;
-                dp = merge(&ep, &rest, plan.dp);
+                dp = c.take(plan.dp, "dp")?;
                 pp = c.take(plan.pp, "pp")?;
+                ep = folded_ep(plan, dims)?;
             }
             Order::TpPpDp => {
                 pp = c.take(plan.pp, "pp")?;
@@ -148,6 +150,22 @@ impl Placement {
         }
         Ok(Placement { tp, cp, ep, dp, pp })
     }
+}
+
+/// The EP group under MoE parallel folding (Liu et al. 2025, "MoE Parallel Folding",
+/// arXiv 2504.14960; Megatron-core `ProcessGroupCollection` builds the expert groups with
+/// `RankGenerator(tp = etp, ep, dp = edp, pp, cp = 1)` in the same order string): within a
+/// pipeline stage's `t·c·d` ranks, innermost first, ETP ranks, then EP, then expert-DP
+/// `t·c·d / (etp·ep)`. With ETP = TP and EP dividing DP this is the classic layout (EP
+/// right after TP, inside DP) when CP = 1.
+fn folded_ep(plan: &Plan, dims: &[Dim]) -> Result<Span> {
+    let mut c = Cursor {
+        dims,
+        at: 0,
+        left: dims.first().map_or(1, |d| d.size),
+    };
+    c.take(plan.etp, "etp")?;
+    c.take(plan.ep, "ep")
 }
 
 impl Placement {
@@ -251,6 +269,43 @@ mod tests {
         assert!(p.dp.split(3).is_err());
         // Without CP, DP × CP is DP itself.
         assert_eq!(p.dp_with_cp(), p.dp);
+    }
+
+    fn place_moe(gpus: u32, tp: u32, ep: u32, etp: u32) -> Result<Placement> {
+        let m = catalog::model("qwen3-235b-a22b")?;
+        let s = catalog::system("dgx-h100")?.with_gpus(gpus)?;
+        let spec = PlanSpec {
+            tp,
+            ep,
+            etp: Some(etp),
+            ..PlanSpec::default()
+        };
+        let plan = Plan::new(&spec, &m, gpus)?;
+        Placement::new(&plan, s.topology.dims())
+    }
+
+    #[test]
+    fn folded_ep_follows_the_expert_tp_ranks() {
+        // 4 nodes × 8, TP 2, DP 16. ETP 1: EP 16 takes all 8 ranks of a node (dim 0), then
+        // 2 nodes (dim 1), while the attention DP 16 takes 4 in-node ranks after TP × 4 nodes.
+        let p = place_moe(32, 2, 16, 1).unwrap();
+        let ep: Vec<(u8, u32)> = (0..p.ep.n)
+            .map(|i| (p.ep.index[i], p.ep.dims[i].size))
+            .collect();
+        assert_eq!(ep, vec![(0, 8), (1, 2)]);
+        assert_eq!((p.dp.dims[0].size, p.dp.dims[1].size), (4, 4));
+        // ETP = TP = 2: EP 16 sits after TP, as the unfolded layout put it inside DP.
+        let p = place_moe(32, 2, 16, 2).unwrap();
+        assert_eq!((p.ep.dims[0].size, p.ep.dims[1].size), (4, 4));
+        // EP 32 > DP 16 with ETP 1: every rank of the 32 (8 per node × 4 nodes).
+        let p = place_moe(32, 2, 32, 1).unwrap();
+        assert_eq!(
+            (p.ep.size, p.ep.dims[0].size, p.ep.dims[1].size),
+            (32, 8, 4)
+        );
+        // ETP 2 × EP 32 = 64 does not divide TP × DP = 32.
+        let e = place_moe(32, 2, 32, 2).unwrap_err().to_string();
+        assert!(e.contains("must divide tp·cp·dp"), "{e}");
     }
 
     #[test]
