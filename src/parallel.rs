@@ -491,11 +491,16 @@ impl Plan {
             flash_attention: s.flash_attention,
             order: s.order,
         };
-        plan.check_model(model)?;
+        let ends = u32::from(s.account_for_embedding) + u32::from(s.account_for_loss);
+        plan.check_model(model, ends)?;
         Ok(plan)
     }
 
-    fn check_model(&self, model: &Model) -> Result<()> {
+    /// `ends`: the embedding and loss counted as layers of the pipeline split (0–2); a
+    /// model chunk may then hold only one of them (Megatron-LM's
+    /// `account_for_{embedding,loss}_in_pipeline_split`: Llama 3.1 405B's 126 layers + 2
+    /// on 16 stages × 8 chunks).
+    fn check_model(&self, model: &Model, ends: u32) -> Result<()> {
         match &model.kind {
             ModelKind::Transformer(t) => {
                 if !t.heads.is_multiple_of(self.tp) {
@@ -513,12 +518,14 @@ impl Plan {
                         format!("{} and the {} KV heads do not divide", self.tp, t.kv_heads),
                     ));
                 }
-                if t.layers < self.pp * self.v {
+                if t.layers + ends < self.pp * self.v {
                     return Err(bad(
                         "pp",
                         format!(
                             "pp·v = {}·{} model chunks for {} layers leave a chunk empty",
-                            self.pp, self.v, t.layers
+                            self.pp,
+                            self.v,
+                            t.layers + ends
                         ),
                     ));
                 }

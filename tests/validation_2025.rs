@@ -1,0 +1,252 @@
+//! Validation against NVIDIA's Megatron-Bridge performance summaries (tests/data/modern/
+//! runs-2025.csv, a copy of the shared set: 166 published runs of Llama 3 and Qwen3 MoE on
+//! H100, B200, B300, GB200 and GB300; every row names its source file and commit).
+//!
+//! Each of the 144 rows that state their precision becomes an `astrolabe estimate` command
+//! by one rule: the row's model, GPU type, GPUs, TP, PP, CP, EP, virtual stages,
+//! micro-batch, global batch, sequence length and precision, with FSDP where the row says
+//! so, plus what Megatron-Bridge's recipes at the same commit set and the table omits
+//! (tests/data/modern/NOTES.md names each recipe file): expert TP 1 for Qwen3, the
+//! embedding and loss as pipeline layers for Llama 3.1 405B, LoRA rank 32 on QKV, packed
+//! SQuAD samples for fine-tuning. The command is parsed by the real CLI and evaluated;
+//! nothing is fitted to any row here. Measured time is `step_time_s` (the table's tokens/s
+//! per GPU turned into seconds per step). Run with `--nocapture` for the per-row table.
+
+use astrolabe::catalog;
+use astrolabe::cli::{Cli, Command};
+use astrolabe::estimate;
+use astrolabe::parallel::PlanSpec;
+use clap::Parser;
+use serde::Deserialize;
+use std::collections::BTreeMap;
+
+#[derive(Debug, Deserialize)]
+struct Run {
+    gpu: String,
+    num_gpus: u32,
+    model: String,
+    seq_len: u32,
+    tp: u32,
+    pp: u32,
+    cp: u32,
+    ep: Option<u32>,
+    vp: Option<u32>,
+    micro_batch: u32,
+    global_batch: u32,
+    precision: Option<String>,
+    step_time_s: f64,
+    notes: String,
+}
+
+fn runs() -> Vec<Run> {
+    csv::Reader::from_path("tests/data/modern/runs-2025.csv")
+        .expect("tests/data/modern/runs-2025.csv")
+        .deserialize()
+        .map(|r| r.expect("a run row"))
+        .collect()
+}
+
+/// The row's model family name without the "(tokendrop)" mark.
+fn base(r: &Run) -> &str {
+    r.model.split_whitespace().next().unwrap_or("")
+}
+
+fn is_moe(r: &Run) -> bool {
+    base(r).starts_with("Qwen3")
+}
+
+/// The estimate command of a row (arguments after `estimate`), or why it has none.
+fn command(r: &Run) -> Result<Vec<String>, String> {
+    let model = match base(r) {
+        "LLAMA3_8B" => "llama3-8b",
+        "LLAMA3_70B" => "llama3-70b",
+        "LLAMA3.1_405B" => "llama3-405b",
+        "Qwen3_30B_a3B" => "qwen3-30b-a3b",
+        "Qwen3_235B_a22B" => "qwen3-235b-a22b",
+        m => return Err(format!("no model preset for {m}")),
+    };
+    let system = match r.gpu.as_str() {
+        "H100" => "dgx-h100",
+        "B200" => "dgx-b200",
+        "B300" => "dgx-b300",
+        "GB200" => "gb200-nvl72",
+        "GB300" => "gb300-nvl72",
+        g => return Err(format!("no system preset for {g}")),
+    };
+    // FP8 (current scaling, the default of these tables' FP8 rows), MXFP8, NVFP4.
+    let precision = match r.precision.as_deref() {
+        Some("BF16") => "bf16",
+        Some("FP8" | "FP8-CS") => "fp8",
+        Some("FP8-MX" | "MXFP8") => "mxfp8",
+        Some("NVFP4") => "nvfp4",
+        Some(p) => return Err(format!("unknown precision {p}")),
+        None => return Err("precision not stated".into()),
+    };
+    let mut a: Vec<String> = Vec::new();
+    let mut flag = |k: &str, v: String| {
+        a.push(format!("--{k}"));
+        a.push(v);
+    };
+    flag("model", model.into());
+    flag("system", system.into());
+    flag("gpus", r.num_gpus.to_string());
+    flag("tp", r.tp.to_string());
+    flag("pp", r.pp.to_string());
+    flag("cp", r.cp.to_string());
+    flag("seq-len", r.seq_len.to_string());
+    flag("micro-batch", r.micro_batch.to_string());
+    flag("global-batch", r.global_batch.to_string());
+    flag("precision", precision.into());
+    if let Some(ep) = r.ep.filter(|&e| e > 1) {
+        flag("ep", ep.to_string());
+    }
+    if is_moe(r) {
+        // recipes/qwen/*/qwen3_moe.py: expert_tensor_parallel_size = 1.
+        flag("etp", "1".into());
+    }
+    if let Some(v) = r.vp.filter(|&v| v > 1) {
+        flag("virtual-stages", v.to_string());
+    }
+    if r.precision.as_deref() == Some("FP8-CS") || r.precision.as_deref() == Some("FP8") {
+        flag("fp8-recipe", "current".into());
+    }
+    if r.notes.contains("task SFT") || r.notes.contains("task LoRA") {
+        flag("packed-sample-len", "128".into());
+    }
+    if r.notes.contains("task LoRA") {
+        // perf_recipes/llama/*/llama3.py: peft.target_modules = ["linear_qkv"]; dim 32.
+        flag("lora-rank", "32".into());
+        flag("lora-targets", "qkv".into());
+    }
+    if base(r) == "LLAMA3.1_405B" && r.pp > 1 {
+        // recipes/llama: account_for_{embedding,loss}_in_pipeline_split = True.
+        a.extend(["--account-for-embedding", "--account-for-loss"].map(String::from));
+    }
+    if r.notes.contains("FSDP=") {
+        a.push("--fsdp".into());
+    }
+    a.extend(["--flash-attention", "--tp-overlap"].map(String::from));
+    if r.tp > 1 {
+        a.push("--sequence-parallel".into());
+    }
+    Ok(a)
+}
+
+/// The estimated iteration time of a command, in seconds.
+fn estimate_s(args: &[String]) -> f64 {
+    let argv = ["astrolabe", "estimate"]
+        .into_iter()
+        .map(String::from)
+        .chain(args.iter().cloned());
+    let cli = Cli::try_parse_from(argv).unwrap_or_else(|e| panic!("{args:?}: {e}"));
+    let Command::Estimate(a) = cli.command else {
+        panic!("not an estimate command")
+    };
+    let model = catalog::model(a.model.as_deref().unwrap()).unwrap();
+    let system = catalog::system(a.system.as_deref().unwrap()).unwrap();
+    let spec = a.plan.apply(PlanSpec::default()).unwrap();
+    let system = system
+        .with_gpus(spec.gpus.unwrap())
+        .unwrap_or_else(|e| panic!("{args:?}: {e}"));
+    let plan = estimate::plan(&model, &system, &spec).unwrap_or_else(|e| panic!("{args:?}: {e}"));
+    let e = estimate::evaluate(&model, &system, &plan).unwrap_or_else(|e| panic!("{args:?}: {e}"));
+    e.time.total.get()
+}
+
+/// Errors (estimate / measured − 1) by group (GPU × dense/MoE), printing each row.
+fn errors_by_group(print: bool) -> BTreeMap<String, Vec<f64>> {
+    let mut groups: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+    for (i, r) in runs().iter().enumerate() {
+        if r.precision.is_none() {
+            continue;
+        }
+        let args = command(r).unwrap_or_else(|e| panic!("row {}: {e}", i + 2));
+        let err = estimate_s(&args) / r.step_time_s - 1.0;
+        assert!(err.is_finite(), "row {}: {args:?}", i + 2);
+        let kind = if is_moe(r) { "MoE" } else { "dense" };
+        groups
+            .entry(format!("{} {kind}", r.gpu))
+            .or_default()
+            .push(err);
+        if print {
+            println!(
+                "| {} | {} {}×{} {} | `{}` | {:.3} | {:+.1}% |",
+                i + 2,
+                r.model,
+                r.num_gpus,
+                r.gpu,
+                r.precision.as_deref().unwrap_or(""),
+                args.join(" "),
+                r.step_time_s,
+                100.0 * err
+            );
+        }
+    }
+    groups
+}
+
+/// (median |error|, 90th percentile |error|) of a group (nearest rank).
+fn stats(v: &[f64]) -> (f64, f64) {
+    let mut a: Vec<f64> = v.iter().map(|e| e.abs()).collect();
+    a.sort_by(f64::total_cmp);
+    let n = a.len();
+    let med = if n % 2 == 1 {
+        a[n / 2]
+    } else {
+        (a[n / 2 - 1] + a[n / 2]) / 2.0
+    };
+    let p90 = a[((0.9 * n as f64).ceil() as usize).clamp(1, n) - 1];
+    (med, p90)
+}
+
+#[test]
+fn stats_by_hand() {
+    // |errors| 0.01..0.10: median (0.05 + 0.06)/2, 90th percentile the 9th of 10.
+    let v: Vec<f64> = (1..=10).map(|i| -(i as f64) / 100.0).collect();
+    let (m, p) = stats(&v);
+    assert!(
+        (m - 0.055).abs() < 1e-12 && (p - 0.09).abs() < 1e-12,
+        "{m} {p}"
+    );
+}
+
+/// Issue 19's first acceptance point, its expressibility half: every row that states its
+/// precision is an estimate command that evaluates (144 rows). The per-group errors are
+/// printed (docs/validation-modern.md, "Megatron-Bridge 2025–2026").
+#[test]
+fn every_row_with_a_precision_is_an_estimate_command() {
+    let groups = errors_by_group(true);
+    let n: usize = groups.values().map(Vec::len).sum();
+    assert_eq!(n, 144, "rows estimated");
+    println!("\n| group | runs | median |error| | 90th percentile |");
+    println!("|---|---|---|---|");
+    for (g, v) in &groups {
+        let (m, p) = stats(v);
+        println!(
+            "| {g} | {} | {:.1}% | {:.1}% |",
+            v.len(),
+            100.0 * m,
+            100.0 * p
+        );
+    }
+}
+
+/// Issue 19's bounds per group (system × dense/MoE): median |error| ≤ 7 % and 90th
+/// percentile ≤ 15 %. Not met yet (docs/validation-modern.md gives today's numbers and
+/// what is missing); run with `--ignored` to see which groups fail.
+#[test]
+#[ignore = "issue 19 open: per-group bounds not met yet"]
+fn issue_19_group_bounds() {
+    let mut fails = Vec::new();
+    for (g, v) in errors_by_group(false) {
+        let (m, p) = stats(&v);
+        if m > 0.07 || p > 0.15 {
+            fails.push(format!(
+                "{g}: median {:.1}%, p90 {:.1}%",
+                100.0 * m,
+                100.0 * p
+            ));
+        }
+    }
+    assert!(fails.is_empty(), "{fails:#?}");
+}
