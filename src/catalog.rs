@@ -107,6 +107,7 @@ pub const MODELS: &[Entry] = embed!("models":
     "qwen2.5-7b",
     "qwen2.5-32b",
     "gpt-oss-120b",
+    "gpt-oss-20b",
     "grok-1",
     "bloom-176b",
     "bert-large",

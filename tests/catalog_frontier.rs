@@ -11,6 +11,17 @@ fn transformer(name: &str) -> Transformer {
     *m.transformer().expect("a transformer")
 }
 
+/// Parameters a token passes through: attention, top-k routed and shared experts on MoE
+/// layers, dense layers and the embeddings (input lookup included, as the Qwen, Kimi and
+/// Llama cards count it; `input_emb = false` leaves it out, as the gpt-oss card does).
+fn active(t: &Transformer, input_emb: bool) -> f64 {
+    let moe = (t.layers - t.dense_layers) as f64;
+    let per_moe =
+        t.attn_params + t.top_k as f64 * t.mlp_params + t.shared_params + t.other_layer_params;
+    moe * per_moe + t.dense_layers as f64 * t.dense_layer().layer_params() + t.embedding_params
+        - if input_emb { 0.0 } else { t.v * t.h }
+}
+
 #[track_caller]
 fn close(what: &str, got: f64, published: f64, tol: f64, source: &str) {
     let err = got / published - 1.0;
@@ -49,4 +60,14 @@ fn qwen2_5_matches_its_model_cards() {
         0.01,
         src,
     );
+}
+
+#[test]
+fn gpt_oss_20b_matches_the_model_card() {
+    // gpt-oss model card, Table 1: 20.91B total, 3.61B active (the card counts the
+    // unembedding but not the input lookup as active). Four significant figures; 0.5%.
+    let src = "gpt-oss model card, Table 1";
+    let t = transformer("gpt-oss-20b");
+    close("gpt-oss-20b total", t.params(), 20.91e9, 0.005, src);
+    close("gpt-oss-20b active", active(&t, false), 3.61e9, 0.005, src);
 }
