@@ -108,6 +108,7 @@ pub const MODELS: &[Entry] = embed!("models":
     "qwen2.5-32b",
     "gpt-oss-120b",
     "gpt-oss-20b",
+    "kimi-k2",
     "grok-1",
     "bloom-176b",
     "bert-large",

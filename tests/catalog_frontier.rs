@@ -71,3 +71,14 @@ fn gpt_oss_20b_matches_the_model_card() {
     close("gpt-oss-20b total", t.params(), 20.91e9, 0.005, src);
     close("gpt-oss-20b active", active(&t, false), 3.61e9, 0.005, src);
 }
+
+#[test]
+fn kimi_k2_matches_the_model_card() {
+    // Kimi K2 model card (and the report's abstract): 1T total, 32B activated. The card
+    // rounds to one and two significant figures; the shapes give 1.026T and 32.9B, so the
+    // tolerance is the rounding's, 5%.
+    let src = "Kimi K2 model card";
+    let t = transformer("kimi-k2");
+    close("kimi-k2 total", t.params(), 1.0e12, 0.05, src);
+    close("kimi-k2 active", active(&t, true), 32e9, 0.05, src);
+}
