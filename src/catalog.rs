@@ -109,6 +109,8 @@ pub const MODELS: &[Entry] = embed!("models":
     "gpt-oss-120b",
     "gpt-oss-20b",
     "kimi-k2",
+    "llama4-scout",
+    "llama4-maverick",
     "grok-1",
     "bloom-176b",
     "bert-large",

@@ -82,3 +82,19 @@ fn kimi_k2_matches_the_model_card() {
     close("kimi-k2 total", t.params(), 1.0e12, 0.05, src);
     close("kimi-k2 active", active(&t, true), 32e9, 0.05, src);
 }
+
+#[test]
+fn llama4_matches_the_model_cards() {
+    // Llama 4 model card: Scout 109B total, Maverick 400B, both 17B active. The totals
+    // include the vision encoder, which the files leave out (Scout's shapes give 107.8B,
+    // −1.1%): 2%. 17B has two significant figures: 3%.
+    let src = "Llama 4 model card";
+    let t = transformer("llama4-scout");
+    close("llama4-scout total", t.params(), 109e9, 0.02, src);
+    close("llama4-scout active", active(&t, true), 17e9, 0.03, src);
+    let t = transformer("llama4-maverick");
+    close("llama4-maverick total", t.params(), 400e9, 0.02, src);
+    close("llama4-maverick active", active(&t, true), 17e9, 0.03, src);
+    // MoE on alternate layers: half of Maverick's 48 layers are dense.
+    assert_eq!((t.layers, t.dense_layers, t.experts), (48, 24, 128));
+}
