@@ -124,6 +124,7 @@ pub const DEVICES: &[Entry] = embed!("presets/devices":
     "a100-40gb",
     "a100-80gb",
     "h100-sxm",
+    "h800",
     "h200",
     "b200",
     "b300",
@@ -137,6 +138,7 @@ pub const DEVICES: &[Entry] = embed!("presets/devices":
 pub const SYSTEMS: &[Entry] = embed!("presets/systems":
     "dgx-a100",
     "dgx-h100",
+    "dgx-h800",
     "dgx-h200",
     "dgx-b200",
     "dgx-b300",
