@@ -112,6 +112,10 @@ pub struct PlanSpec {
     /// asynchronous tensor-parallel all-reduce, on since Sept. 2021); false: they block,
     /// as in Megatron-LM before it (the SC'21 runs).
     pub tp_bwd_overlap: bool,
+    /// Overlap the MoE dispatch and combine all-to-alls of one micro-batch with the compute
+    /// of another (Megatron-core `overlap_moe_expert_parallel_comm`, the 1F1B A2A overlap;
+    /// DeepSeek-V3's DualPipe does the same per chunk pair).
+    pub ep_overlap: bool,
     /// Matrix precision.
     pub precision: Precision,
     /// Optimizer state layout.
@@ -157,6 +161,7 @@ impl Default for PlanSpec {
             dp_bucket: None,
             tp_overlap: false,
             tp_bwd_overlap: true,
+            ep_overlap: false,
             precision: Precision::Bf16,
             optimizer: Optimizer::Adam,
             flash_attention: false,
@@ -253,6 +258,8 @@ pub struct Plan {
     pub tp_overlap: bool,
     /// Backward TP collectives beside the other GEMM (asynchronous all-reduce).
     pub tp_bwd_overlap: bool,
+    /// EP all-to-alls beside another micro-batch's compute.
+    pub ep_overlap: bool,
     /// Precision.
     pub precision: Precision,
     /// Optimizer.
@@ -486,6 +493,7 @@ impl Plan {
             dp_bucket: s.dp_bucket,
             tp_overlap: s.tp_overlap,
             tp_bwd_overlap: s.tp_bwd_overlap,
+            ep_overlap: s.ep_overlap,
             precision: s.precision,
             optimizer: s.optimizer,
             flash_attention: s.flash_attention,

@@ -115,6 +115,9 @@ pub struct PlanFlags {
     /// Run the backward's TP collectives beside the layer's other GEMM (Megatron-LM's asynchronous tensor-parallel all-reduce, since Sept. 2021; default: true). false: they block, as in 2021 Megatron-LM (SC'21).
     #[arg(long, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true")]
     pub tp_bwd_overlap: Option<bool>,
+    /// Overlap MoE dispatch/combine all-to-alls with another micro-batch's compute (Megatron-core overlap_moe_expert_parallel_comm; default: false).
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true")]
+    pub ep_overlap: Option<bool>,
     /// Matrix precision: bf16, fp16, fp8, mxfp8, nvfp4, tf32, fp32.
     #[arg(long)]
     pub precision: Option<String>,
@@ -172,6 +175,7 @@ impl PlanFlags {
             (&mut p.sequence_parallel, self.sequence_parallel),
             (&mut p.tp_overlap, self.tp_overlap),
             (&mut p.tp_bwd_overlap, self.tp_bwd_overlap),
+            (&mut p.ep_overlap, self.ep_overlap),
             (&mut p.flash_attention, self.flash_attention),
             (&mut p.dp_overlap, self.dp_overlap),
         ] {
@@ -295,6 +299,7 @@ impl PlanFlags {
             ("sequence_parallel", self.sequence_parallel),
             ("tp_overlap", self.tp_overlap),
             ("tp_bwd_overlap", self.tp_bwd_overlap),
+            ("ep_overlap", self.ep_overlap),
             ("flash_attention", self.flash_attention),
             ("dp_overlap", self.dp_overlap),
         ] {

@@ -50,7 +50,7 @@ impl<K: PartialEq, V, const N: usize> Recent<K, V, N> {
 }
 
 /// Placements by (system, the plan's group sizes and order).
-type PlaceKey = (usize, [u32; 6], crate::parallel::Order);
+type PlaceKey = (usize, [u32; 7], crate::parallel::Order);
 
 /// The placement cache of a [`super::Memo`].
 pub(crate) type PlaceMemo = Recent<PlaceKey, Placement, 4>;
@@ -145,7 +145,9 @@ pub(crate) fn placement<'a>(
 ) -> crate::error::Result<&'a Placement> {
     let key = (
         system,
-        [plan.gpus, plan.dp, plan.tp, plan.pp, plan.ep, plan.cp],
+        [
+            plan.gpus, plan.dp, plan.tp, plan.pp, plan.ep, plan.cp, plan.etp,
+        ],
         plan.order,
     );
     if cache.get(&key).is_none() {

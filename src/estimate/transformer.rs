@@ -57,8 +57,10 @@ struct Pass {
     slow: Seconds,
     /// Bytes of that communication.
     tp_bytes: f64,
-    /// EP all-to-all.
+    /// EP all-to-all on the critical path.
     ep: Seconds,
+    /// EP all-to-all hidden under another micro-batch's compute (`ep_overlap`).
+    ep_hidden: Seconds,
     /// Bytes of that communication.
     ep_bytes: f64,
     /// CP communication exposed.
@@ -86,6 +88,7 @@ impl Pass {
             slow: self.slow + o.slow * k,
             tp_bytes: self.tp_bytes + o.tp_bytes * k,
             ep: self.ep + o.ep * k,
+            ep_hidden: self.ep_hidden + o.ep_hidden * k,
             ep_bytes: self.ep_bytes + o.ep_bytes * k,
             cp: self.cp + o.cp * k,
             cp_hidden: self.cp_hidden + o.cp_hidden * k,
@@ -323,7 +326,7 @@ pub(super) fn evaluate<T: Trace>(
     let ep_bytes = (worst.fwd.ep_bytes + worst.bwd.ep_bytes + worst.rec.ep_bytes) * mb;
     times.comm[CommClass::Ep as usize] = Comm {
         exposed: st.ep * mb,
-        hidden: Seconds::ZERO,
+        hidden: (worst.fwd.ep_hidden + worst.bwd.ep_hidden + worst.rec.ep_hidden) * mb,
         bytes: Bytes::new(ep_bytes),
     };
     times.comm[CommClass::Cp as usize] = Comm {

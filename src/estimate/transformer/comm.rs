@@ -11,12 +11,18 @@ use crate::estimate::{Comm, Trace, coll, coll_busy};
 use crate::parallel::{DEEPSPEED_2021_RATE, Schedule, Span, Zero3Impl};
 use crate::units::{Bytes, Seconds};
 
-/// MoE dispatch and combine: two all-to-alls of b·s·k·h elements per layer and pass.
+/// MoE dispatch and combine: two all-to-alls per layer and pass, each of the rank's
+/// tokens times top-k hidden vectors, `(b·s/c)·(etp/t)·k·h` elements. Each rank dispatches
+/// the tokens it holds: with sequence parallelism its `1/t` share of the micro-batch,
+/// gathered over the expert-TP ranks first (each needs them for its weight shard), so
+/// `etp/t` of the tokens (Megatron-core `MoEAlltoAllTokenDispatcher`: all-gather over
+/// ETP, all-to-all over EP; with ETP = TP every rank sends all `b·s/c`).
 pub(super) fn ep_comm(c: &Ctx) -> Result<(Seconds, f64)> {
     if c.m.experts <= 1 {
         return Ok((Seconds::ZERO, 0.0));
     }
-    let bytes = c.tokens * c.m.top_k as f64 * c.m.h * c.e;
+    let share = c.plan.etp as f64 / c.plan.tp as f64;
+    let bytes = c.tokens * share * c.m.top_k as f64 * c.m.h * c.e;
     Ok((
         coll(C::AllToAll, bytes, &c.place.ep, c.coll)? * 2.0,
         2.0 * bytes,

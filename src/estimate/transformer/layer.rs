@@ -9,6 +9,7 @@ use super::{Block, Ctx, Pass};
 use super::{lora, lowp};
 use crate::collective::Collective as C;
 use crate::error::Result;
+use crate::estimate::windows::{Overlap, bulk};
 use crate::estimate::{Trace, coll};
 use crate::model::Split;
 use crate::parallel::Recompute;
@@ -231,6 +232,21 @@ fn fused_attention<T: Trace>(c: &Ctx, sq: f64, batch: f64, tr: &mut T) -> (Secon
     (f, b)
 }
 
+/// The MoE all-to-alls of one layer's forward and backward (`2·a`, one pass each `a`).
+/// Without `ep_overlap` they sit between attention and the experts: exposed. With it,
+/// Megatron-core's 1F1B all-to-all overlap (`overlap_moe_expert_parallel_comm`; the
+/// scheme of DeepSeek-V3's DualPipe, DeepSeek-AI 2024 §3.2.1) runs one micro-batch's
+/// forward beside another's backward, so the layer's all-to-alls of both passes hide
+/// behind the compute of both: a bulk window (`windows::bulk`) of `2·a` against
+/// `F + B`, split evenly over the two passes.
+fn ep_window(c: &Ctx, a: Seconds, f: Seconds, b: Seconds) -> Overlap {
+    if c.plan.ep_overlap {
+        bulk(a * 2.0, f + b, c.kappa)
+    } else {
+        Overlap::exposed(a * 2.0)
+    }
+}
+
 /// One transformer layer for one micro-batch on one TP rank, and its TP traffic per
 /// dimension (forward, backward) for the DP windows that share links with it.
 pub(super) fn layer<T: Trace>(c: &Ctx, tr: &mut T) -> Result<(Block, TpWindows)> {
@@ -274,14 +290,16 @@ pub(super) fn layer<T: Trace>(c: &Ctx, tr: &mut T) -> Result<(Block, TpWindows)>
     let (ep1, ep_b1) = ep_comm(c)?;
     // The busiest EP rank sends and receives the imbalance times the mean.
     let (ep1, ep_b1) = (ep1 * c.plan.moe_imbalance, ep_b1 * c.plan.moe_imbalance);
+    let ep = ep_window(c, ep1, lin_f + att_f + mem_f, lin_b + att_b + mem_b);
     let fwd = Pass {
         gemm: lin_f + att_f,
         mem: mem_f + lin.cast.0,
         tp: tp.fwd.exposed,
         tp_hidden: tp.fwd.hidden,
-        slow: tp.fwd.slowdown + cpc.slow.0,
+        slow: tp.fwd.slowdown + cpc.slow.0 + ep.slowdown * 0.5,
         tp_bytes: tp.bytes.0,
-        ep: ep1,
+        ep: ep.exposed * 0.5,
+        ep_hidden: ep.hidden * 0.5,
         ep_bytes: ep_b1,
         cp: cpc.fwd.0,
         cp_hidden: cpc.fwd.1,
@@ -292,7 +310,7 @@ pub(super) fn layer<T: Trace>(c: &Ctx, tr: &mut T) -> Result<(Block, TpWindows)>
         mem: mem_b + lin.cast.1,
         tp: tp.bwd.exposed,
         tp_hidden: tp.bwd.hidden,
-        slow: tp.bwd.slowdown + cpc.slow.1,
+        slow: tp.bwd.slowdown + cpc.slow.1 + ep.slowdown * 0.5,
         tp_bytes: tp.bytes.1,
         cp: cpc.bwd.0,
         cp_hidden: cpc.bwd.1,
@@ -310,9 +328,17 @@ pub(super) fn layer<T: Trace>(c: &Ctx, tr: &mut T) -> Result<(Block, TpWindows)>
     };
     tr.line(|| {
         format!(
-            "  TP/SP per layer: forward {} ({}); EP all-to-all {ep1} per pass, exposed (no schedule overlaps it: dispatch and combine sit between attention and the experts)",
+            "  TP/SP per layer: forward {} ({}); EP all-to-all {ep1} per pass, {}",
             tp.fwd.exposed + tp.fwd.hidden,
-            Bytes::new(tp.bytes.0)
+            Bytes::new(tp.bytes.0),
+            if c.plan.ep_overlap {
+                format!(
+                    "beside another micro-batch's layer (ep_overlap): bulk window of 2 × {ep1} against forward + backward compute → exposed {}, hidden {}, slowdown {}",
+                    ep.exposed, ep.hidden, ep.slowdown
+                )
+            } else {
+                "exposed (no schedule overlaps it: dispatch and combine sit between attention and the experts)".to_string()
+            }
         )
     });
     tr.line(|| {
