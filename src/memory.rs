@@ -95,10 +95,12 @@ pub fn layer_activation_bytes(m: &Transformer, plan: &Plan, dropout: bool) -> f6
 
 /// Micro-batches whose activations the first pipeline stage holds at its peak:
 /// GPipe keeps all `m`; 1F1B keeps `min(p, m)` (Narayanan et al. SC'21 §2.2); the
-/// interleaved schedule multiplies by `1 + (p−1)/(p·v)` (Korthikanti et al. 2022 §4.2.3).
+/// interleaved schedule multiplies by `1 + (p−1)/(p·v)` (Korthikanti et al. 2022 §4.2.3);
+/// DualPipe keeps `p + 1` (DeepSeek-V3 technical report, Table 2).
 pub fn in_flight(plan: &Plan) -> f64 {
     let (p, m) = (plan.pp as f64, plan.micro_batches as f64);
     match plan.schedule {
+        Schedule::DualPipe => (p + 1.0).min(m),
         Schedule::Gpipe => m,
         Schedule::OneFOneB => p.min(m),
         Schedule::Interleaved if plan.v > 1 => p.min(m) * (1.0 + (p - 1.0) / (p * plan.v as f64)),

@@ -417,6 +417,16 @@ impl Plan {
         if v == 0 {
             return Err(bad("virtual_stages", "must be ≥ 1".into()));
         }
+        if s.schedule == Schedule::DualPipe && (!s.pp.is_multiple_of(2) || !m.is_multiple_of(2)) {
+            return Err(bad(
+                "schedule",
+                format!(
+                    "dualpipe needs an even pp and an even number of micro-batches \
+                     (pp = {}, micro-batches = {m}; DeepSeek-V3 report §3.2.1)",
+                    s.pp
+                ),
+            ));
+        }
         if s.schedule == Schedule::Interleaved && s.pp > 1 && !m.is_multiple_of(s.pp) {
             return Err(bad(
                 "global_batch",
@@ -564,8 +574,14 @@ impl Plan {
 
     /// Pipeline bubble as a fraction of the ideal (bubble-free) time:
     /// `(p − 1) / (v · m)`; GPipe and 1F1B have v = 1 (Narayanan et al. SC'21 §2.2).
+    /// DualPipe: `(p/2 − 1)·F / (m·(F + B + W))` with `B = W = F` (the backward's two
+    /// GEMMs per forward GEMM), `(p/2 − 1)/(3m)` (see `estimate::transformer::pipeline`).
     pub fn bubble_fraction(&self) -> f64 {
-        (self.pp - 1) as f64 / (self.v as f64 * self.micro_batches as f64)
+        let m = self.micro_batches as f64;
+        if self.schedule == Schedule::DualPipe {
+            return (self.pp as f64 / 2.0 - 1.0).max(0.0) / (3.0 * m);
+        }
+        (self.pp - 1) as f64 / (self.v as f64 * m)
     }
 }
 

@@ -172,3 +172,76 @@ fn rack_scale_and_folded_plans_estimate() {
     assert!(folded.contains("ETP 1 × EP 64 × expert-DP 1"), "{folded}");
     assert!(folded.contains("dim 0 (switch, 64 of 64)"), "{folded}");
 }
+
+/// DualPipe (DeepSeek-V3 report, Table 2): bubble `(p/2 − 1)(F&B + B − 3W)`, which with
+/// `F&B = F + B + W` and `B = W` is `(p/2 − 1)·F`; parameters (and their gradients) 2×;
+/// activations of `p + 1` micro-batches. Llama 3 8B on 4 H100, PP 4, 8 micro-batches:
+/// the bubble is one forward pass of a stage, the weights double, the activations grow by
+/// 5/4 against 1F1B's `p = 4` micro-batches.
+#[test]
+fn dualpipe_bubble_and_memory_by_hand() {
+    let run = |s: &str| {
+        let out = common::bin()
+            .args([
+                "estimate",
+                "--model",
+                "llama3-8b",
+                "--system",
+                "dgx-h100",
+                "--gpus",
+                "4",
+                "--pp",
+                "4",
+                "--global-batch",
+                "8",
+                "--schedule",
+                s,
+                "--format",
+                "json",
+            ])
+            .output()
+            .unwrap();
+        serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()
+    };
+    let (dual, one) = (run("dualpipe"), run("1f1b"));
+    let tb = &dual["time_breakdown"];
+    let f = tb["forward_s"].as_f64().unwrap() / 8.0;
+    approx::assert_relative_eq!(
+        tb["pipeline_bubble_s"].as_f64().unwrap(),
+        (4.0 / 2.0 - 1.0) * f,
+        max_relative = 1e-9
+    );
+    approx::assert_relative_eq!(tb["bubble_fraction"].as_f64().unwrap(), 1.0 / 24.0);
+    let mem = |v: &serde_json::Value, k: &str| v["memory_breakdown"][k].as_f64().unwrap();
+    approx::assert_relative_eq!(
+        mem(&dual, "weights_bytes"),
+        2.0 * mem(&one, "weights_bytes")
+    );
+    approx::assert_relative_eq!(
+        mem(&dual, "gradients_bytes"),
+        2.0 * mem(&one, "gradients_bytes")
+    );
+    approx::assert_relative_eq!(
+        mem(&dual, "activations_bytes"),
+        1.25 * mem(&one, "activations_bytes"),
+        max_relative = 1e-9
+    );
+    common::usage_error(
+        &[
+            "estimate",
+            "--model",
+            "llama3-8b",
+            "--system",
+            "dgx-h100",
+            "--gpus",
+            "3",
+            "--pp",
+            "3",
+            "--global-batch",
+            "8",
+            "--schedule",
+            "dualpipe",
+        ],
+        "dualpipe needs an even pp",
+    );
+}

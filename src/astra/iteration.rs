@@ -163,6 +163,11 @@ impl<'a> Generator<'a> {
                 "export astra: the interleaved schedule is not exported (use 1f1b or gpipe)".into(),
             ));
         }
+        if plan.schedule == Schedule::DualPipe {
+            return Err(Error::Unsupported(
+                "export astra: the dualpipe schedule is not exported (use 1f1b or gpipe)".into(),
+            ));
+        }
         if plan.order != crate::parallel::Order::TpDpPp {
             return Err(Error::Unsupported(
                 "export astra: ranks are numbered TP-fastest, then DP, then PP; \

@@ -85,7 +85,7 @@ pub struct PlanFlags {
     /// Global batch size (sequences).
     #[arg(long)]
     pub global_batch: Option<u32>,
-    /// Pipeline schedule: gpipe, 1f1b, interleaved.
+    /// Pipeline schedule: gpipe, 1f1b, interleaved, dualpipe (DeepSeek-V3).
     #[arg(long)]
     pub schedule: Option<String>,
     /// Model chunks per stage for the interleaved schedule (implies --schedule interleaved).
@@ -184,7 +184,11 @@ impl PlanFlags {
             }
         }
         if let Some(s) = &self.schedule {
-            p.schedule = parse_enum("--schedule", s, &["gpipe", "1f1b", "interleaved"])?;
+            p.schedule = parse_enum(
+                "--schedule",
+                s,
+                &["gpipe", "1f1b", "interleaved", "dualpipe"],
+            )?;
         }
         if let Some(v) = self.virtual_stages {
             p.virtual_stages = v;

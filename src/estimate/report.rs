@@ -55,6 +55,7 @@ pub fn plan_table(r: &EstimateResult, topology: &str, domains: &str) -> Result<T
     let sched = match p.schedule.as_str() {
         "interleaved" => format!("interleaved 1F1B, v = {}", p.virtual_stages),
         "1f1b" => "1F1B".into(),
+        "dualpipe" => "DualPipe".into(),
         _ => "GPipe".into(),
     };
     let rows: Vec<(&str, Cell, String)> = vec![
@@ -242,8 +243,13 @@ fn notes(e: &Estimate) -> Vec<String> {
         ));
     }
     if e.plan.pp > 1 {
+        let formula = if e.plan.schedule == crate::parallel::Schedule::DualPipe {
+            "(p/2-1)/(3m)"
+        } else {
+            "(p-1)/(v·m)"
+        };
         notes.push(format!(
-            "bubble fraction (p-1)/(v·m) = {:.2}%",
+            "bubble fraction {formula} = {:.2}%",
             100.0 * e.plan.bubble_fraction()
         ));
         if e.plan.micro_batches < e.plan.pp {

@@ -491,6 +491,8 @@ fn pipeline<T: Trace>(
     let (worst, stt) = worst;
     let bubble = if plan.pp == 1 {
         Seconds::ZERO
+    } else if plan.schedule == crate::parallel::Schedule::DualPipe {
+        dualpipe_bubble(plan.pp, &worst)
     } else {
         (sum - stt.total) / plan.v as f64
     };
@@ -507,6 +509,21 @@ fn pipeline<T: Trace>(
         )
     });
     (worst, stt, bubble)
+}
+
+/// DualPipe's bubble (DeepSeek-V3 technical report, Table 2): `(p/2 − 1)·(F&B + B − 3W)`,
+/// with `F`, `B`, `W` the stage's forward, input-gradient and weight-gradient chunk times
+/// and `F&B` a forward and a backward chunk run as an overlapped pair. The pair's compute
+/// runs in series, `F&B = F + B + W`; the backward of a layer runs one GEMM for the input
+/// and one for the weight gradient per forward GEMM, `B = W` (half of the backward each),
+/// so the bubble is `(p/2 − 1)·(F + 2B − 2W) = (p/2 − 1)·F`: `p/2 − 1` forward passes of
+/// the slowest stage.
+fn dualpipe_bubble(pp: u32, worst: &Block) -> Seconds {
+    let fwd = stage_time(&Block {
+        fwd: worst.fwd,
+        ..Block::default()
+    });
+    fwd.total * (pp as f64 / 2.0 - 1.0).max(0.0)
 }
 
 /// (model, hardware) FLOPs per iteration: `3 · F_fwd/token · B · s` (`2 ·` with LoRA,

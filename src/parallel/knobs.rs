@@ -15,6 +15,13 @@ pub enum Schedule {
     OneFOneB,
     /// Interleaved 1F1B with v model chunks per stage (Narayanan et al. SC'21 §2.2).
     Interleaved,
+    /// DeepSeek's DualPipe (DeepSeek-AI 2024, DeepSeek-V3 technical report §3.2.1): micro-
+    /// batches fed from both ends of the pipeline, each device holding stage `i` and stage
+    /// `p−1−i`; a forward and a backward chunk run as a pair whose all-to-all and pipeline
+    /// transfers hide behind each other's compute. Bubble `(p/2 − 1)(F&B + B − 3W)`,
+    /// parameters 2×, activations of `p + 1` micro-batches (Table 2).
+    #[serde(rename = "dualpipe")]
+    DualPipe,
 }
 
 /// Activation recomputation (Korthikanti et al. 2022).

@@ -87,12 +87,13 @@ pub struct PlanValue {
     pub order: String,
 }
 
-/// "gpipe", "1f1b", "interleaved".
+/// "gpipe", "1f1b", "interleaved", "dualpipe".
 pub fn schedule_name(s: Schedule) -> &'static str {
     match s {
         Schedule::Gpipe => "gpipe",
         Schedule::OneFOneB => "1f1b",
         Schedule::Interleaved => "interleaved",
+        Schedule::DualPipe => "dualpipe",
     }
 }
 

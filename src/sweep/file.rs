@@ -120,7 +120,7 @@ fn parse_enum<T: DeserializeOwned>(what: &str, s: &str, valid: &[&str]) -> Resul
 
 /// Parses a schedule: `gpipe`, `1f1b`, `interleaved:V` (V ≥ 2 chunks per stage).
 pub fn parse_schedule(s: &str) -> Result<(Schedule, u32)> {
-    const VALID: [&str; 3] = ["gpipe", "1f1b", "interleaved:V"];
+    const VALID: [&str; 4] = ["gpipe", "1f1b", "interleaved:V", "dualpipe"];
     if let Some(v) = s.trim().strip_prefix("interleaved") {
         let v = v.strip_prefix(':').unwrap_or("2");
         let v: u32 = v.parse().ok().filter(|&v| v >= 2).ok_or_else(|| {

@@ -59,7 +59,7 @@ pub(super) fn pp_windows(c: &Ctx, hop: Seconds, stage: Seconds) -> Overlap {
     }
     let fill_drain = hop * (2.0 * (c.plan.pp - 1) as f64);
     let per_mb = hop * (2.0 * c.plan.v as f64);
-    let steady = if c.plan.schedule == Schedule::Interleaved {
+    let steady = if matches!(c.plan.schedule, Schedule::Interleaved | Schedule::DualPipe) {
         bulk(per_mb, stage, c.kappa)
     } else {
         Overlap::exposed(per_mb)

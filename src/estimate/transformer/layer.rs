@@ -240,7 +240,7 @@ fn fused_attention<T: Trace>(c: &Ctx, sq: f64, batch: f64, tr: &mut T) -> (Secon
 /// behind the compute of both: a bulk window (`windows::bulk`) of `2·a` against
 /// `F + B`, split evenly over the two passes.
 fn ep_window(c: &Ctx, a: Seconds, f: Seconds, b: Seconds) -> Overlap {
-    if c.plan.ep_overlap {
+    if c.plan.ep_overlap || c.plan.schedule == crate::parallel::Schedule::DualPipe {
         bulk(a * 2.0, f + b, c.kappa)
     } else {
         Overlap::exposed(a * 2.0)
@@ -331,9 +331,9 @@ pub(super) fn layer<T: Trace>(c: &Ctx, tr: &mut T) -> Result<(Block, TpWindows)>
             "  TP/SP per layer: forward {} ({}); EP all-to-all {ep1} per pass, {}",
             tp.fwd.exposed + tp.fwd.hidden,
             Bytes::new(tp.bytes.0),
-            if c.plan.ep_overlap {
+            if c.plan.ep_overlap || c.plan.schedule == crate::parallel::Schedule::DualPipe {
                 format!(
-                    "beside another micro-batch's layer (ep_overlap): bulk window of 2 × {ep1} against forward + backward compute → exposed {}, hidden {}, slowdown {}",
+                    "beside another micro-batch's layer (ep_overlap or dualpipe): bulk window of 2 × {ep1} against forward + backward compute → exposed {}, hidden {}, slowdown {}",
                     ep.exposed, ep.hidden, ep.slowdown
                 )
             } else {

@@ -76,6 +76,12 @@ pub(super) fn stage_memory(c: &Ctx, params: f64, trainable: f64, plan: &Plan) ->
         plan.dp * plan.cp
     };
     let mut states = memory::model_states(trainable, plan.optimizer, plan.zero, shard);
+    if plan.schedule == crate::parallel::Schedule::DualPipe {
+        // Two copies of the stage's parameters (stage i of one direction, p−1−i of the
+        // other) with their gradients; one optimizer state (DeepSeek-V3 report, Table 2).
+        states[0] *= 2.0;
+        states[1] *= 2.0;
+    }
     // Frozen (LoRA) weights: 16-bit, not sharded.
     states[0] += (params - trainable) * 2.0;
     states[0] += params * lowp::weight_copy_bytes(plan.precision, plan.fp8_recipe);
