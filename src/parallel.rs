@@ -11,7 +11,7 @@ mod stages;
 
 pub use context::CpKind;
 pub use knobs::{
-    DEEPSPEED_2021_RATE, LoraTargets, Optimizer, Order, Recompute, Schedule, Zero3Impl,
+    DEEPSPEED_2021_RATE, EpDispatch, LoraTargets, Optimizer, Order, Recompute, Schedule, Zero3Impl,
 };
 pub use placement::{Placement, Span};
 pub use stages::{SplitSpec, Stages};
@@ -124,6 +124,8 @@ pub struct PlanSpec {
     pub flash_attention: bool,
     /// Group order on the network.
     pub order: Order,
+    /// How MoE tokens are dispatched.
+    pub ep_dispatch: EpDispatch,
 }
 
 impl Default for PlanSpec {
@@ -166,6 +168,7 @@ impl Default for PlanSpec {
             optimizer: Optimizer::Adam,
             flash_attention: false,
             order: Order::TpDpPp,
+            ep_dispatch: EpDispatch::Alltoall,
         }
     }
 }
@@ -268,6 +271,8 @@ pub struct Plan {
     pub flash_attention: bool,
     /// Group order.
     pub order: Order,
+    /// MoE token dispatch.
+    pub ep_dispatch: EpDispatch,
 }
 
 pub(crate) fn bad(key: &str, msg: String) -> Error {
@@ -508,6 +513,7 @@ impl Plan {
             optimizer: s.optimizer,
             flash_attention: s.flash_attention,
             order: s.order,
+            ep_dispatch: s.ep_dispatch,
         };
         let ends = u32::from(s.account_for_embedding) + u32::from(s.account_for_loss);
         plan.check_model(model, ends)?;

@@ -245,3 +245,102 @@ fn dualpipe_bubble_and_memory_by_hand() {
         "dualpipe needs an even pp",
     );
 }
+
+/// DeepSeek-V3 as DeepSeek trained it (DeepSeek-AI 2024, DeepSeek-V3 technical report:
+/// 2,048 H800, PP 16 with DualPipe, EP 64 over 8 nodes, ZeRO-1, FP8, sequence 4,096, batch
+/// 15,360 sequences; node-limited routing to 4 nodes and hierarchical IB-then-NVLink
+/// dispatch, §3.2). The report states 2.664M H800 GPU-hours for 14.8T tokens of
+/// pre-training: 180K per trillion tokens.
+fn deepseek_v3_gpu_hours(extra: &[&str]) -> f64 {
+    let mut a = vec![
+        "estimate",
+        "--model",
+        "deepseek-v3",
+        "--system",
+        "dgx-h800",
+        "--gpus",
+        "2048",
+        "--tp",
+        "1",
+        "--pp",
+        "16",
+        "--ep",
+        "64",
+        "--etp",
+        "1",
+        "--zero",
+        "1",
+        "--precision",
+        "fp8",
+        "--seq-len",
+        "4096",
+        "--global-batch",
+        "15360",
+        "--tokens",
+        "1e12",
+        "--format",
+        "json",
+    ];
+    a.extend_from_slice(extra);
+    let out = common::bin().args(&a).output().unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    v["training"]["gpu_hours"].as_f64().unwrap()
+}
+
+/// With the schedule and dispatch DeepSeek ran, the estimate falls from 390K GPU-hours per
+/// trillion tokens (1F1B, all-to-all exposed) to 225K, 25% above the report's 180K: the
+/// remaining gap is compute (docs/validation-modern.md, "DeepSeek-V3"). The band pins
+/// today's mechanisms; `deepseek_v3_within_15_percent` is the issue's bound.
+#[test]
+fn deepseek_v3_dualpipe_and_hierarchical_dispatch() {
+    let plain = deepseek_v3_gpu_hours(&[]);
+    let trained =
+        deepseek_v3_gpu_hours(&["--schedule", "dualpipe", "--ep-dispatch", "hierarchical"]);
+    assert!(plain > 350e3, "{plain}");
+    assert!((190e3..235e3).contains(&trained), "{trained}");
+}
+
+#[test]
+#[ignore = "issue 19 open: 225K against the report's 180K GPU-hours per trillion tokens"]
+fn deepseek_v3_within_15_percent() {
+    let t = deepseek_v3_gpu_hours(&["--schedule", "dualpipe", "--ep-dispatch", "hierarchical"]);
+    assert!((t / 180e3 - 1.0).abs() <= 0.15, "{t}");
+}
+
+/// Hierarchical dispatch by hand: Qwen3-30B-A3B (128 experts, top-8) with EP 16 over two
+/// DGX H100 nodes (8 + 8), TP 1, 4096 tokens, BF16. Across nodes each token goes once per
+/// remote node: d = 2·(1 − Π_{i<8}(64 − i)/(128 − i)) = 1.99 nodes of 2, an all-to-all
+/// of 4096·d·2048·2 B over the 2 nodes (IB 47 GB/s, 14 µs); inside the node the 8 copies
+/// are forwarded, 128 MiB over 8 ranks (NVLink 370 GB/s, 3.4 µs). The larger, the IB phase,
+/// sets the time: 4 per layer, 48 layers.
+#[test]
+fn hierarchical_dispatch_by_hand() {
+    let mut miss = 1.0;
+    for i in 0..8 {
+        miss *= (64.0 - i as f64) / (128.0 - i as f64);
+    }
+    let d = 2.0 * (1.0 - miss);
+    let ib = 14e-6 + 0.5 * 4096.0 * d * 2048.0 * 2.0 / 47e9;
+    let nv = 3.4e-6 + 0.875 * 4096.0 * 8.0 * 2048.0 * 2.0 / 370e9;
+    assert!(ib > nv);
+    let v = json(&[
+        "estimate",
+        "--model",
+        "qwen3-30b-a3b",
+        "--system",
+        "dgx-h100",
+        "--gpus",
+        "16",
+        "--seq-len",
+        "4096",
+        "--ep",
+        "16",
+        "--etp",
+        "1",
+        "--global-batch",
+        "16",
+        "--ep-dispatch",
+        "hierarchical",
+    ]);
+    approx::assert_relative_eq!(ep(&v, "exposed_s"), 48.0 * 4.0 * ib, max_relative = 1e-3);
+}

@@ -130,6 +130,9 @@ pub struct PlanFlags {
     /// Group order on the network: tp-dp-pp or tp-pp-dp.
     #[arg(long)]
     pub order: Option<String>,
+    /// MoE token dispatch: alltoall (Megatron-core's alltoall dispatcher) or hierarchical (DeepEP/HybridEP: once per node over the scale-out network, then NVLink forwarding).
+    #[arg(long, value_name = "KIND")]
+    pub ep_dispatch: Option<String>,
 }
 
 pub(crate) fn parse_enum<T: serde::de::DeserializeOwned>(
@@ -219,6 +222,9 @@ impl PlanFlags {
         if let Some(s) = &self.optimizer {
             p.optimizer = parse_enum::<Optimizer>("--optimizer", s, &["adam", "adam-fp32-grads"])?;
         }
+        if let Some(s) = &self.ep_dispatch {
+            p.ep_dispatch = parse_enum("--ep-dispatch", s, &["alltoall", "hierarchical"])?;
+        }
         if let Some(s) = &self.order {
             p.order = parse_enum::<Order>("--order", s, &["tp-dp-pp", "tp-pp-dp"])?;
         }
@@ -275,6 +281,7 @@ impl PlanFlags {
             ("dp_bucket", &self.dp_bucket),
             ("optimizer", &self.optimizer),
             ("order", &self.order),
+            ("ep_dispatch", &self.ep_dispatch),
             ("zero3_impl", &self.zero3_impl),
             ("cp_kind", &self.cp_kind),
             ("fp8_recipe", &self.fp8_recipe),

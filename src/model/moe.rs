@@ -24,6 +24,11 @@ pub struct MoeSpec {
     /// Leading layers with a dense MLP of width `ffn_hidden` (DeepSeek-V3: 3).
     #[serde(default)]
     pub dense_layers: u32,
+    /// Node-limited routing: each token's experts lie on at most this many expert groups
+    /// (nodes when EP spans whole nodes; DeepSeek-V3 §2.1.2: 4 of 8, `topk_group` in its
+    /// config.json). Unset: no limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_nodes: Option<u32>,
 }
 
 impl MoeSpec {
@@ -34,6 +39,7 @@ impl MoeSpec {
         expert_ffn_hidden: None,
         shared_experts: 0,
         dense_layers: 0,
+        max_nodes: None,
     };
 }
 
@@ -48,10 +54,40 @@ pub fn mlp_params(h: f64, f: f64, gated: bool, bias: bool) -> f64 {
     }
 }
 
+/// Expected number of distinct nodes a token's `k` experts fall on, with `e` experts
+/// spread evenly over `n` nodes and uniform routing (k distinct experts drawn without
+/// replacement): `n·(1 − C(e − e/n, k)/C(e, k))`, capped at `limit` nodes under
+/// node-limited routing (DeepSeek-V3 §2.1.2).
+pub fn nodes_per_token(e: f64, n: f64, k: f64, limit: Option<u32>) -> f64 {
+    let per = e / n;
+    // C(e − per, k)/C(e, k) = Π_{i<k} (e − per − i)/(e − i).
+    let mut miss = 1.0;
+    for i in 0..k as u32 {
+        let i = i as f64;
+        miss *= ((e - per - i) / (e - i)).max(0.0);
+    }
+    let d = n * (1.0 - miss);
+    limit.map_or(d, |m| d.min(m as f64))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use approx::assert_relative_eq;
+
+    #[test]
+    fn nodes_per_token_by_hand() {
+        // 2 experts on 2 nodes, top-1: one node. 4 experts on 2 nodes, top-2: the second
+        // expert misses the first's node with probability 2/3 → 1 + 2/3 = 5/3 nodes
+        // (2·(1 − C(2,2)/C(4,2)) = 2·(1 − 1/6)).
+        assert_relative_eq!(nodes_per_token(2.0, 2.0, 1.0, None), 1.0);
+        assert_relative_eq!(nodes_per_token(4.0, 2.0, 2.0, None), 5.0 / 3.0);
+        // DeepSeek-V3 on 8 nodes: 256 experts, top-8 → 8·(1 − Π_{i<8} (224 − i)/(256 − i)) =
+        // 5.2947 nodes uniformly, capped at 4.
+        let d = nodes_per_token(256.0, 8.0, 8.0, None);
+        assert_relative_eq!(d, 5.2947, max_relative = 1e-4);
+        assert_relative_eq!(nodes_per_token(256.0, 8.0, 8.0, Some(4)), 4.0);
+    }
 
     #[test]
     fn deepseek_v3_expert_by_hand() {

@@ -112,6 +112,8 @@ pub struct Transformer {
     pub experts: u32,
     /// Experts per token.
     pub top_k: u32,
+    /// Node-limited routing: at most this many nodes per token (None: unlimited).
+    pub max_nodes: Option<u32>,
     /// Shared input/output embedding.
     pub tied: bool,
     /// Linear layers have biases; also taken to mean dropout is on (GPT, BERT).
@@ -228,6 +230,7 @@ impl Transformer {
             gated,
             experts,
             top_k: moe.top_k,
+            max_nodes: moe.max_nodes,
             tied: spec.tied_embeddings,
             bias,
             causal: spec.causal,

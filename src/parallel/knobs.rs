@@ -113,6 +113,20 @@ pub enum LoraTargets {
     Qkv,
 }
 
+/// How MoE tokens reach their experts' ranks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum EpDispatch {
+    /// One all-to-all over the EP group per direction, every (token, expert) pair sent to
+    /// its expert's rank (Megatron-core `alltoall` token dispatcher).
+    #[default]
+    Alltoall,
+    /// Hierarchical: across nodes each token travels once per destination node, then is
+    /// forwarded to its experts' ranks inside the NVLink domain (DeepSeek-V3 report
+    /// §3.2.2; DeepEP; Megatron-core's `flex` dispatcher with DeepEP or HybridEP).
+    Hierarchical,
+}
+
 /// Order in which groups take network dimensions, innermost first.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "kebab-case")]

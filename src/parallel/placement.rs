@@ -60,6 +60,24 @@ impl Span {
     pub fn slice(&self) -> &[Dim] {
         &self.dims[..self.n]
     }
+
+    /// The part of the group on topology dimensions below `k` (inside the scale-up
+    /// domain when `k` = the system's `scale_up_dims`) and the part on the others.
+    pub fn split_at_dim(&self, k: u32) -> (Span, Span) {
+        let (mut lo, mut hi) = (Span::EMPTY, Span::EMPTY);
+        for i in 0..self.n {
+            let s = if u32::from(self.index[i]) < k {
+                &mut lo
+            } else {
+                &mut hi
+            };
+            s.index[s.n] = self.index[i];
+            s.dims[s.n] = self.dims[i];
+            s.size *= self.dims[i].size;
+            s.n += 1;
+        }
+        (lo, hi)
+    }
 }
 
 /// Cursor over the topology's capacity, innermost first.

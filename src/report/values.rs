@@ -85,6 +85,8 @@ pub struct PlanValue {
     pub flash_attention: bool,
     /// Group order on the network: "tp-dp-pp" or "tp-pp-dp".
     pub order: String,
+    /// MoE token dispatch: "alltoall" or "hierarchical".
+    pub ep_dispatch: String,
 }
 
 /// "gpipe", "1f1b", "interleaved", "dualpipe".
@@ -155,6 +157,11 @@ impl From<&Plan> for PlanValue {
             optimizer: optimizer_name(p.optimizer).into(),
             flash_attention: p.flash_attention,
             order: order_name(p.order).into(),
+            ep_dispatch: match p.ep_dispatch {
+                crate::parallel::EpDispatch::Alltoall => "alltoall",
+                crate::parallel::EpDispatch::Hierarchical => "hierarchical",
+            }
+            .into(),
         }
     }
 }

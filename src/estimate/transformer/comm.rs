@@ -8,7 +8,8 @@ use crate::collective::Collective as C;
 use crate::error::Result;
 use crate::estimate::windows::{self, Busy, Overlap, bulk, shared};
 use crate::estimate::{Comm, Trace, coll, coll_busy};
-use crate::parallel::{DEEPSPEED_2021_RATE, Schedule, Span, Zero3Impl};
+use crate::model::moe::nodes_per_token;
+use crate::parallel::{DEEPSPEED_2021_RATE, EpDispatch, Schedule, Span, Zero3Impl};
 use crate::units::{Bytes, Seconds};
 
 /// MoE dispatch and combine: two all-to-alls per layer and pass, each of the rank's
@@ -17,12 +18,38 @@ use crate::units::{Bytes, Seconds};
 /// gathered over the expert-TP ranks first (each needs them for its weight shard), so
 /// `etp/t` of the tokens (Megatron-core `MoEAlltoAllTokenDispatcher`: all-gather over
 /// ETP, all-to-all over EP; with ETP = TP every rank sends all `b·s/c`).
+///
+/// Hierarchical dispatch (`EpDispatch::Hierarchical`: DeepSeek-V3 report §3.2.2, DeepEP)
+/// sends each token across the scale-out network once per destination node, `d` copies
+/// ([`nodes_per_token`]: the expected distinct nodes of its `k` experts, capped by
+/// node-limited routing), an all-to-all of `tokens·d·h` over the EP group's nodes, and
+/// forwards the `k` expert copies inside the NVLink domain, an all-to-all of `tokens·k·h`
+/// over the in-domain ranks; the two are pipelined chunk by chunk (DeepEP's normal
+/// kernels forward over NVLink while RDMA is in flight): `max` of the two.
 pub(super) fn ep_comm(c: &Ctx) -> Result<(Seconds, f64)> {
     if c.m.experts <= 1 {
         return Ok((Seconds::ZERO, 0.0));
     }
     let share = c.plan.etp as f64 / c.plan.tp as f64;
-    let bytes = c.tokens * share * c.m.top_k as f64 * c.m.h * c.e;
+    let tokens = c.tokens * share;
+    let bytes = tokens * c.m.top_k as f64 * c.m.h * c.e;
+    let (inner, outer) = c.place.ep.split_at_dim(c.scale_up_dims);
+    if c.plan.ep_dispatch == EpDispatch::Hierarchical && outer.size > 1 {
+        let d = nodes_per_token(
+            c.m.experts as f64,
+            outer.size as f64,
+            c.m.top_k as f64,
+            c.m.max_nodes,
+        );
+        let across = tokens * d * c.m.h * c.e;
+        let t = coll(C::AllToAll, across, &outer, c.coll)?.max(coll(
+            C::AllToAll,
+            bytes,
+            &inner,
+            c.coll,
+        )?);
+        return Ok((t * 2.0, 2.0 * (across + bytes)));
+    }
     Ok((
         coll(C::AllToAll, bytes, &c.place.ep, c.coll)? * 2.0,
         2.0 * bytes,
