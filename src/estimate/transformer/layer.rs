@@ -232,6 +232,22 @@ fn fused_attention<T: Trace>(c: &Ctx, sq: f64, batch: f64, tr: &mut T) -> (Secon
     (f, b)
 }
 
+/// Bytes the MoE token permutation moves per pass and its kernel count. A rank holds
+/// `T = tokens·etp/t` tokens (the share it dispatches); before the dispatch, permute gathers
+/// each token once per chosen expert into expert order (read and write `k·T·h` 16-bit
+/// elements, 4 B each); after the combine, unpermute reads the `k` copies and writes
+/// their probability-weighted sum (`2·k·T·h + 2·T·h` bytes): `6·k·T·h + 2·T·h` in two
+/// kernels (Megatron-core `moe_utils.permute` / `unpermute`, fused into one kernel each by
+/// Transformer Engine's `moe_permute`). The backward runs the mirror images: the same bytes.
+fn permute_bytes(c: &Ctx) -> (f64, f64) {
+    let m = c.m;
+    if m.experts <= 1 {
+        return (0.0, 0.0);
+    }
+    let th = c.tokens * c.plan.etp as f64 / c.plan.tp as f64 * m.h;
+    (6.0 * m.top_k as f64 * th + 2.0 * th, 2.0)
+}
+
 /// The MoE all-to-alls of one layer's forward and backward (`2·a`, one pass each `a`).
 /// Without `ep_overlap` they sit between attention and the experts: exposed. With it,
 /// Megatron-core's 1F1B all-to-all overlap (`overlap_moe_expert_parallel_comm`; the
@@ -277,14 +293,23 @@ pub(super) fn layer<T: Trace>(c: &Ctx, tr: &mut T) -> Result<(Block, TpWindows)>
     } else {
         (0.0, 0.0)
     };
+    let (perm, perm_k) = permute_bytes(c);
     let mem_f = c.mem(
-        c.rep * 2.0 * (4.0 + bda_f) + act * act_f + 4.0 * rope,
-        5.0 + rope_k,
+        c.rep * 2.0 * (4.0 + bda_f) + act * act_f + 4.0 * rope + perm,
+        5.0 + rope_k + perm_k,
     );
     let mem_b = c.mem(
-        c.rep * 2.0 * (6.0 + bda_b + 6.0) + act * act_b + bias_grads + 4.0 * rope,
-        10.0 + rope_k,
+        c.rep * 2.0 * (6.0 + bda_b + 6.0) + act * act_b + bias_grads + 4.0 * rope + perm,
+        10.0 + rope_k + perm_k,
     );
+    if perm > 0.0 {
+        tr.line(|| {
+            let t = c.mem(perm, perm_k);
+            format!(
+                "  MoE permute + unpermute: {perm:.4e} B in {perm_k} kernels per pass → fwd {t}, bwd {t}"
+            )
+        });
+    }
     tr.line(|| format!("  memory-bound: LayerNorm ×2, bias-dropout-add ×2 on {} elements, activation on {act}, rotary embedding on {rope}: fwd {mem_f}, bwd {mem_b}", c.rep));
     let tp = tp_windows(c, &lin, tr)?;
     let (ep1, ep_b1) = ep_comm(c)?;
