@@ -319,6 +319,14 @@ impl Device {
         )))
     }
 
+    /// The dense 16-bit peak MFU is quoted against (BF16, else FP16, else `fallback`): one
+    /// yardstick whatever the plan's precision, so MFU compares plans across precisions.
+    pub fn peak16(&self, fallback: FlopRate) -> FlopRate {
+        self.peak(Precision::Bf16)
+            .or_else(|_| self.peak(Precision::Fp16))
+            .unwrap_or(fallback)
+    }
+
     /// Fraction of peak a GEMM C[M×N] = A[M×K]·B[K×N] (repeated `batch` times) reaches.
     ///
     /// `e(M,N,K) = e_gemm · q · K/(K + k0)` where the quantisation factor

@@ -120,10 +120,15 @@ pub struct Metrics {
     pub model_flops: f64,
     /// Hardware FLOPs per iteration (with recomputation).
     pub hardware_flops: f64,
-    /// Model FLOPs utilisation: model FLOPs / (time · peak · devices).
+    /// Model FLOPs utilisation against the dense 16-bit (BF16) peak, whatever the plan's
+    /// precision: model FLOPs / (time · peak_bf16 · devices). Comparable across precisions;
+    /// what `--sort mfu` ranks by.
     pub mfu: f64,
-    /// Hardware FLOPs utilisation.
+    /// Hardware FLOPs utilisation, against the same BF16 peak.
     pub hfu: f64,
+    /// MFU against the peak of the plan's own precision (NVIDIA's convention for FP8 and
+    /// FP4 runs: an FP8 run's MFU is quoted against the FP8 peak). Equals `mfu` in BF16.
+    pub mfu_at_precision_peak: f64,
 }
 
 /// Which network dimensions a group spans.
@@ -418,14 +423,16 @@ pub(crate) fn overlap(comm: Seconds, window: Seconds, enabled: bool) -> (Seconds
     (comm - hidden, hidden)
 }
 
-/// Sums the parts into `total` and derives throughput and utilisation.
+/// Sums the parts into `total` and derives throughput and utilisation; `peaks` are the
+/// dense BF16 peak and the plan precision's peak (FLOP/s).
 pub(crate) fn finish(
     mut t: Times,
     flops: (f64, f64),
-    peak: f64,
+    peaks: (f64, f64),
     plan: &Plan,
     tokens: f64,
 ) -> (Times, Metrics) {
+    let (peak, peak_plan) = peaks;
     let exposed: Seconds = t.comm.iter().map(|c| c.exposed).sum();
     t.total =
         t.forward + t.backward + t.recompute + t.optimizer + t.bubble + t.interference + exposed;
@@ -438,6 +445,7 @@ pub(crate) fn finish(
         hardware_flops: flops.1,
         mfu: flops.0 / denom,
         hfu: flops.1 / denom,
+        mfu_at_precision_peak: flops.0 / (secs * peak_plan * plan.gpus as f64),
     };
     (t, m)
 }

@@ -136,7 +136,7 @@ fn rows(priced: bool, tokens: Option<f64>) -> Vec<(String, Getter, bool)> {
             true,
         ),
         ("tokens/s", |c| V::N(c.estimate.metrics.tokens_per_s), false),
-        ("MFU", |c| V::Pct(c.estimate.metrics.mfu), false),
+        ("MFU (BF16 peak)", |c| V::Pct(c.estimate.metrics.mfu), false),
         ("HFU", |c| V::Pct(c.estimate.metrics.hfu), false),
         (
             "memory per device [B]",

@@ -184,8 +184,8 @@ pub fn throughput_table(r: &EstimateResult) -> Result<Table> {
     let mut rows = vec![
         ("tokens/s", Cell::num(r.tokens_per_s)),
         ("samples/s", Cell::num(r.samples_per_s)),
-        ("MFU", pct(r.mfu)),
-        ("HFU", pct(r.hfu)),
+        ("MFU (of the dense BF16 peak)", pct(r.mfu)),
+        ("HFU (of the dense BF16 peak)", pct(r.hfu)),
         (
             "model FLOPs per iteration",
             Cell::q(
@@ -194,6 +194,12 @@ pub fn throughput_table(r: &EstimateResult) -> Result<Table> {
             ),
         ),
     ];
+    if r.mfu_at_precision_peak != r.mfu {
+        rows.push((
+            "MFU (of the plan precision's peak: NVIDIA's convention)",
+            pct(r.mfu_at_precision_peak),
+        ));
+    }
     if let Some(tr) = &r.training {
         rows.push((
             "token budget",

@@ -88,7 +88,13 @@ pub(super) fn dlrm<T: Trace>(
         4.0,
     );
     let flops = 3.0 * d.forward_flops * plan.global_batch as f64;
-    let (t, metrics) = finish(t, (flops, flops), peak.get(), plan, 1.0);
+    let (t, metrics) = finish(
+        t,
+        (flops, flops),
+        (dev.peak16(peak).get(), peak.get()),
+        plan,
+        1.0,
+    );
     let s = memory::model_states(d.mlp_params, plan.optimizer, plan.zero, plan.dp);
     let emb = emb_local * d.element_bytes;
     let memory = Memory::new(
@@ -139,7 +145,13 @@ pub(super) fn layered<T: Trace>(
     t.comm[CommClass::Dp as usize] = grad_sync(sys, plan, place, l.synced_params * 2.0, fwd * 2.0)?;
     t.optimizer = dev.memory_time(Bytes::new(l.params * 32.0), 4.0);
     let flops = 3.0 * l.forward_flops * plan.global_batch as f64;
-    let (t, metrics) = finish(t, (flops, flops), peak.get(), plan, 1.0);
+    let (t, metrics) = finish(
+        t,
+        (flops, flops),
+        (dev.peak16(peak).get(), peak.get()),
+        plan,
+        1.0,
+    );
     let s = memory::model_states(l.params, plan.optimizer, plan.zero, plan.dp);
     let memory = Memory::new(
         s,

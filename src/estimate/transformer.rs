@@ -361,7 +361,13 @@ pub(super) fn evaluate<T: Trace>(
             times.optimizer
         )
     });
-    let (times, metrics) = finish(times, flops(m, plan), peak.get(), plan, m.s);
+    let (times, metrics) = finish(
+        times,
+        flops(m, plan),
+        (dev.peak16(peak).get(), peak.get()),
+        plan,
+        m.s,
+    );
     let memory = stage_memory(&c, params, trainable, plan);
     explain_summary(&c, st.total, st.slow, &times, &metrics, &memory, tr);
     let groups = [&place.tp, &place.ep, &place.dp, &place.pp].map(GroupDims::from);

@@ -29,10 +29,13 @@ pub struct EstimateResult {
     pub tokens_per_s: f64,
     /// Samples (sequences) per second.
     pub samples_per_s: f64,
-    /// Model FLOPs utilisation, a fraction: model FLOPs / (time · peak · devices).
+    /// Model FLOPs utilisation, a fraction: model FLOPs / (time · dense BF16 peak · devices),
+    /// whatever the plan's precision (comparable across precisions).
     pub mfu: f64,
-    /// Hardware FLOPs utilisation (with recomputation), a fraction.
+    /// Hardware FLOPs utilisation (with recomputation), a fraction, against the same peak.
     pub hfu: f64,
+    /// MFU against the peak of the plan's own precision (NVIDIA's convention for FP8/FP4).
+    pub mfu_at_precision_peak: f64,
     /// Model FLOPs per iteration (no recomputation).
     pub model_flops_per_iteration: f64,
     /// Memory per device, bytes (the first pipeline stage).
@@ -214,6 +217,7 @@ impl EstimateResult {
             samples_per_s: e.metrics.samples_per_s,
             mfu: e.metrics.mfu,
             hfu: e.metrics.hfu,
+            mfu_at_precision_peak: e.metrics.mfu_at_precision_peak,
             model_flops_per_iteration: e.metrics.model_flops,
             memory_per_device_bytes: m.total.get(),
             memory_capacity_bytes: m.capacity.get(),

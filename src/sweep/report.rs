@@ -179,7 +179,7 @@ const PLAN_COLS: [(&str, &str); 19] = [
     ("flash_attention", "flash"),
     ("iteration_time_s", "iteration"),
     ("tokens_per_s", "tokens/s"),
-    ("mfu", "MFU"),
+    ("mfu", "MFU (BF16 peak)"),
     ("memory_per_device_bytes", "memory/device"),
 ];
 
