@@ -381,3 +381,35 @@ fn moe_permute_unpermute_by_hand() {
     approx::assert_relative_eq!(common::micros(line, "fwd"), want, max_relative = 1e-3);
     approx::assert_relative_eq!(common::micros(line, "bwd"), want, max_relative = 1e-3);
 }
+
+/// Folding counts CP ranks too: TP 2 × CP 2 × DP 2 on 8 GPUs holds ETP 1 × EP 8
+/// (etp·ep = 8 divides t·c·d = 8), and ETP 2 × EP 8 = 16 does not.
+#[test]
+fn folding_spans_the_context_parallel_ranks() {
+    let args = |etp: &'static str| {
+        [
+            "estimate",
+            "--model",
+            "qwen3-30b-a3b",
+            "--system",
+            "dgx-h100",
+            "--gpus",
+            "8",
+            "--tp",
+            "2",
+            "--cp",
+            "2",
+            "--ep",
+            "8",
+            "--etp",
+            etp,
+            "--global-batch",
+            "2",
+            "--seq-len",
+            "8192",
+        ]
+    };
+    let v = json(&args("1"));
+    assert_eq!(v["plan"]["ep"], 8);
+    common::usage_error(&args("2"), "must divide tp·cp·dp");
+}
