@@ -413,3 +413,31 @@ fn folding_spans_the_context_parallel_ranks() {
     assert_eq!(v["plan"]["ep"], 8);
     common::usage_error(&args("2"), "must divide tp·cp·dp");
 }
+
+/// With the `tp-pp-dp` order EP stays inside DP: EP 4 on DP 4 runs, EP 8 on DP 4 is refused.
+#[test]
+fn without_folding_ep_divides_dp() {
+    let args = |ep: &'static str| {
+        [
+            "estimate",
+            "--model",
+            "qwen3-30b-a3b",
+            "--system",
+            "dgx-h100",
+            "--gpus",
+            "8",
+            "--tp",
+            "2",
+            "--ep",
+            ep,
+            "--etp",
+            "1",
+            "--global-batch",
+            "4",
+            "--order",
+            "tp-pp-dp",
+        ]
+    };
+    assert_eq!(json(&args("4"))["plan"]["ep"], 4);
+    common::usage_error(&args("8"), "with order tp-pp-dp (no folding)");
+}
