@@ -441,3 +441,34 @@ fn without_folding_ep_divides_dp() {
     assert_eq!(json(&args("4"))["plan"]["ep"], 4);
     common::usage_error(&args("8"), "with order tp-pp-dp (no folding)");
 }
+
+/// DualPipe on 8 stages: the bubble is `p/2 − 1 = 3` forward passes of the slowest stage,
+/// `(p/2 − 1)/(3m) = 3/48` of the ideal time with 16 micro-batches.
+#[test]
+fn dualpipe_bubble_on_eight_stages() {
+    let v = json(&[
+        "estimate",
+        "--model",
+        "llama3-8b",
+        "--system",
+        "dgx-h100",
+        "--gpus",
+        "8",
+        "--pp",
+        "8",
+        "--global-batch",
+        "16",
+        "--schedule",
+        "dualpipe",
+    ]);
+    let tb = &v["time_breakdown"];
+    // The slowest stage is the last (its layers plus the logits and loss); `forward_s` is
+    // m forward passes of it.
+    let f = tb["forward_s"].as_f64().unwrap() / 16.0;
+    approx::assert_relative_eq!(
+        tb["pipeline_bubble_s"].as_f64().unwrap(),
+        3.0 * f,
+        max_relative = 1e-9
+    );
+    approx::assert_relative_eq!(tb["bubble_fraction"].as_f64().unwrap(), 3.0 / 48.0);
+}
