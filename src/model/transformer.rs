@@ -3,7 +3,7 @@
 //! of a model file; [`Transformer`] the validated form with plan-independent counts
 //! (parameters, FLOPs per token) precomputed.
 
-use super::attention::{Attention, MlaSpec};
+use super::attention::{Attention, LayerAttention, MlaSpec, Window};
 use super::moe::{MoeSpec, mlp_params};
 use crate::error::{Error, Result};
 use serde::{Deserialize, Serialize};
@@ -71,6 +71,15 @@ pub struct TransformerSpec {
     /// projection and the shared output head each).
     #[serde(default)]
     pub mtp_layers: u32,
+    /// Sliding-window attention: keys each query of a windowed layer sees, itself included
+    /// (config.json `sliding_window`: gpt-oss 128). Unset: every layer attends in full.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sliding_window: Option<u32>,
+    /// Which layers are windowed: `"sliding"` and `"full"` entries repeated from the first
+    /// layer (config.json `layer_types`; gpt-oss `["sliding", "full"]`). Default with
+    /// `sliding_window`: every layer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attention_pattern: Option<Vec<LayerAttention>>,
 }
 
 fn yes() -> bool {
@@ -124,6 +133,8 @@ pub struct Transformer {
     pub learned_positions: bool,
     /// Rotary position embedding applied to queries and keys in every layer.
     pub rotary: bool,
+    /// Sliding-window attention on some layers (`None`: every layer full).
+    pub window: Option<Window>,
     /// Parameters of one layer's attention block (projections + biases).
     pub attn_params: f64,
     /// Parameters of one routed expert's MLP (one dense MLP when not MoE).
@@ -190,7 +201,16 @@ impl Transformer {
                 "kv_lora_rank, qk_nope_head_dim + qk_rope_head_dim and v_head_dim must be ≥ 1",
             ));
         }
-        Ok(Self::derive(spec, kv, f, moe))
+        let window = Window::from_spec(
+            spec.sliding_window,
+            spec.attention_pattern.as_deref(),
+            spec.layers,
+            spec.causal,
+        )?;
+        Ok(Transformer {
+            window,
+            ..Self::derive(spec, kv, f, moe)
+        })
     }
 
     fn derive(spec: &TransformerSpec, kv: u32, f: u32, moe: MoeSpec) -> Transformer {
@@ -236,6 +256,7 @@ impl Transformer {
             causal: spec.causal,
             learned_positions: spec.learned_positions,
             rotary: spec.rotary.unwrap_or(!spec.learned_positions),
+            window: None,
             attn_params: attn.params(h, bias),
             mlp_params: mlp_params(h, expert_f, gated, bias),
             shared_params: if shared_f > 0.0 {
@@ -318,7 +339,9 @@ impl Transformer {
     /// attention·V). For dense GPT this is `24·L·h² + 4·L·s·h + 2·V·h`, i.e. one third of
     /// Korthikanti et al. 2022's `72·B·s·L·h²·(1 + s/(6h) + V/(12hL))` per token (§6.2;
     /// the Megatron-LM MFU definition), which counts QKᵀ and attention·V on the full
-    /// (unmasked) s×s matrix. MTP modules add a layer, their projection and a head each.
+    /// (unmasked) s×s matrix; layers with a sliding window count their band instead
+    /// ([`Self::attention_core_flops_per_token`]). MTP modules add a layer, their
+    /// projection and a head each.
     pub fn forward_flops_per_token(&self) -> f64 {
         let core = self.attention_core_flops_per_token();
         let layer = 2.0 * self.active_matmul_params_per_layer() + core;
@@ -333,10 +356,13 @@ impl Transformer {
         (self.layers as f64 - d) * layer + d * dense + head + mtp
     }
 
-    /// FLOPs of the attention core (QKᵀ and attention·V) per token and layer:
-    /// `2·s·a·(d_qk + d_v)` (`4·s·a·d` for MHA/GQA).
+    /// FLOPs of the attention core (QKᵀ and attention·V) per token and layer, averaged over
+    /// the layers: `2·k·a·(d_qk + d_v)` (`4·k·a·d` for MHA/GQA) with `k` the keys a query's
+    /// row holds before the causal mask: `s` (Korthikanti et al. 2022's unmasked s×s,
+    /// above), or fewer with sliding windows ([`Window::row_keys`]).
     pub fn attention_core_flops_per_token(&self) -> f64 {
-        2.0 * self.s * self.heads as f64 * (self.attn.qk_d + self.attn.v_d)
+        let keys = self.window.map_or(self.s, |w| w.row_keys(self.s));
+        2.0 * keys * self.heads as f64 * (self.attn.qk_d + self.attn.v_d)
     }
 }
 
@@ -364,6 +390,8 @@ mod tests {
             head_dim: None,
             mla: None,
             mtp_layers: 0,
+            sliding_window: None,
+            attention_pattern: None,
         })
         .unwrap()
     }
@@ -413,6 +441,8 @@ mod tests {
             head_dim: None,
             mla: None,
             mtp_layers: 0,
+            sliding_window: None,
+            attention_pattern: None,
         })
         .unwrap();
         assert_relative_eq!(t.params(), 68.98e9, max_relative = 2e-3);
