@@ -472,3 +472,38 @@ fn dualpipe_bubble_on_eight_stages() {
     );
     approx::assert_relative_eq!(tb["bubble_fraction"].as_f64().unwrap(), 3.0 / 48.0);
 }
+
+/// A sweep runs every plan with the EP settings it is given (framework settings, not axes):
+/// with `--ep-overlap` every row has it, and the best time is no worse than without.
+#[test]
+fn sweep_takes_the_ep_settings() {
+    let base = [
+        "sweep",
+        "--model",
+        "qwen3-30b-a3b",
+        "--system",
+        "dgx-h100",
+        "--gpus",
+        "16",
+        "--global-batch",
+        "64",
+        "--top",
+        "5",
+    ];
+    let plain = json(&base);
+    let over = json(
+        &[
+            &base[..],
+            &["--ep-overlap", "--ep-dispatch", "hierarchical"],
+        ]
+        .concat(),
+    );
+    let rows = over["top"].as_array().unwrap();
+    assert!(rows.iter().all(|r| r["plan"]["ep_overlap"] == true));
+    assert!(
+        rows.iter()
+            .all(|r| r["plan"]["ep_dispatch"] == "hierarchical")
+    );
+    let best = |v: &serde_json::Value| v["top"][0]["iteration_time_s"].as_f64().unwrap();
+    assert!(best(&over) <= best(&plain));
+}

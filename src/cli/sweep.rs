@@ -82,6 +82,12 @@ pub struct SweepArgs {
     /// Backward TP collectives beside the other GEMM in every plan (default: true; false: 2021 Megatron-LM, see `estimate --help`).
     #[arg(long, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true")]
     pub tp_bwd_overlap: Option<bool>,
+    /// MoE all-to-alls beside another micro-batch's compute in every plan (default: false; see `estimate --help`).
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true")]
+    pub ep_overlap: Option<bool>,
+    /// MoE token dispatch in every plan: alltoall or hierarchical (see `estimate --help`).
+    #[arg(long, value_name = "KIND")]
+    pub ep_dispatch: Option<String>,
     /// Group orders: tp-dp-pp, tp-pp-dp.
     #[arg(long, value_delimiter = ',')]
     pub order: Vec<String>,
@@ -331,6 +337,13 @@ fn build_axes(a: &SweepArgs, f: &SweepFile, system: &crate::system::System) -> R
     ax.hardware = hardware(a)?;
     if let Some(b) = a.tp_bwd_overlap.or(fa.tp_bwd_overlap) {
         ax.tp_bwd_overlap = b;
+    }
+    if let Some(b) = a.ep_overlap.or(fa.ep_overlap) {
+        ax.ep_overlap = b;
+    }
+    if let Some(s) = a.ep_dispatch.as_ref().or(fa.ep_dispatch.as_ref()) {
+        ax.ep_dispatch =
+            crate::cli::plan_flags::parse_enum("--ep-dispatch", s, &["alltoall", "hierarchical"])?;
     }
     let impl_from = [
         ("--zero3-impl", &a.zero3_impl),

@@ -99,6 +99,10 @@ pub struct AxesFile {
     pub zero3_impl: Option<String>,
     /// Backward TP collectives beside the other GEMM in every plan (a setting).
     pub tp_bwd_overlap: Option<bool>,
+    /// MoE all-to-alls beside another micro-batch's compute in every plan (a setting).
+    pub ep_overlap: Option<bool>,
+    /// MoE token dispatch in every plan: "alltoall" or "hierarchical" (a setting).
+    pub ep_dispatch: Option<String>,
 }
 
 /// `[[networks]]`: a named topology in the command-line syntax.

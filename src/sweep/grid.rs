@@ -70,6 +70,11 @@ pub struct Axes {
     /// Backward TP collectives beside the other GEMM in every plan (a setting, not an
     /// axis: it is the framework's version, not a choice; `PlanSpec::tp_bwd_overlap`).
     pub tp_bwd_overlap: bool,
+    /// MoE all-to-alls overlapped with another micro-batch's compute in every plan (a
+    /// setting: the framework's `overlap_moe_expert_parallel_comm`).
+    pub ep_overlap: bool,
+    /// MoE token dispatch in every plan (a setting).
+    pub ep_dispatch: crate::parallel::EpDispatch,
 }
 
 impl Axes {
@@ -108,6 +113,8 @@ impl Axes {
             hardware: super::hardware::HardwareAxes::default(),
             zero3_impl: Zero3Impl::default(),
             tp_bwd_overlap: true,
+            ep_overlap: false,
+            ep_dispatch: crate::parallel::EpDispatch::Alltoall,
         }
     }
 
@@ -313,6 +320,8 @@ impl Grid {
                                     virtual_stages: v,
                                     zero3_impl: Some(axes.zero3_impl),
                                     tp_bwd_overlap: axes.tp_bwd_overlap,
+                                    ep_overlap: axes.ep_overlap,
+                                    ep_dispatch: axes.ep_dispatch,
                                     ..PlanSpec::default()
                                 };
                                 match estimate::plan(model, sys, &spec) {
