@@ -343,6 +343,38 @@ fn hierarchical_dispatch_by_hand() {
         "hierarchical",
     ]);
     approx::assert_relative_eq!(ep(&v, "exposed_s"), 48.0 * 4.0 * ib, max_relative = 1e-3);
+    // Bytes: both phases, dispatch and combine, forward and backward.
+    let moved = 4096.0 * d * 2048.0 * 2.0 + 4096.0 * 8.0 * 2048.0 * 2.0;
+    approx::assert_relative_eq!(
+        ep(&v, "bytes_per_device"),
+        48.0 * 4.0 * moved,
+        max_relative = 1e-9
+    );
+    // Inside one node there is no scale-out phase: the plain all-to-all, bytes and time.
+    let one = |kind: &'static str| {
+        json(&[
+            "estimate",
+            "--model",
+            "qwen3-30b-a3b",
+            "--system",
+            "dgx-h100",
+            "--gpus",
+            "8",
+            "--seq-len",
+            "4096",
+            "--ep",
+            "8",
+            "--etp",
+            "1",
+            "--global-batch",
+            "8",
+            "--ep-dispatch",
+            kind,
+        ])
+    };
+    let (h, a) = (one("hierarchical"), one("alltoall"));
+    assert_eq!(ep(&h, "bytes_per_device"), ep(&a, "bytes_per_device"));
+    assert_eq!(ep(&h, "exposed_s"), ep(&a, "exposed_s"));
 }
 
 /// MoE permute + unpermute as memory-bound passes: Qwen3-30B-A3B, 4096 tokens, top-8,
@@ -380,6 +412,36 @@ fn moe_permute_unpermute_by_hand() {
     let want = bytes / (3.35e12 * 0.7) * 1e6 + 2.0 * 4.0;
     approx::assert_relative_eq!(common::micros(line, "fwd"), want, max_relative = 1e-3);
     approx::assert_relative_eq!(common::micros(line, "bwd"), want, max_relative = 1e-3);
+    // TP 2 with sequence parallelism and ETP 1: a rank permutes its 2048 tokens, half the
+    // bytes: 209,715,200 B, 89.4 + 8 = 97.4 µs.
+    let out = common::bin()
+        .args([
+            "estimate",
+            "--model",
+            "qwen3-30b-a3b",
+            "--system",
+            "dgx-h100",
+            "--gpus",
+            "8",
+            "--tp",
+            "2",
+            "--sequence-parallel",
+            "--ep",
+            "4",
+            "--etp",
+            "1",
+            "--global-batch",
+            "4",
+            "--seq-len",
+            "4096",
+            "--explain",
+        ])
+        .output()
+        .unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    let line = text.lines().find(|l| l.contains("MoE permute")).unwrap();
+    let half = (bytes / 2.0) / (3.35e12 * 0.7) * 1e6 + 2.0 * 4.0;
+    approx::assert_relative_eq!(common::micros(line, "fwd"), half, max_relative = 1e-3);
 }
 
 /// Folding counts CP ranks too: TP 2 × CP 2 × DP 2 on 8 GPUs holds ETP 1 × EP 8
