@@ -6,6 +6,31 @@
 mod common;
 use common::{json, text};
 
+/// A command line as its words (the tests write each command as one line).
+fn cli(line: &'static str) -> Vec<&'static str> {
+    line.split_whitespace().collect()
+}
+
+/// The JSON of a computed estimate, whether or not the plan fits (exit 0 or 3).
+fn estimate_json(args: &[&str]) -> serde_json::Value {
+    let out = common::bin()
+        .args(args)
+        .args(["--format", "json"])
+        .output()
+        .unwrap();
+    assert!(matches!(out.status.code(), Some(0 | 3)), "{args:?}");
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// The `--explain` line of `args` that contains `needle`.
+fn explain_line(args: &[&str], needle: &str) -> String {
+    let out = common::bin().args(args).arg("--explain").output().unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    let line = text.lines().find(|l| l.contains(needle));
+    line.unwrap_or_else(|| panic!("explain shows '{needle}'"))
+        .to_string()
+}
+
 /// Qwen3-30B-A3B (48 layers, hidden 2048, top-8) on one DGX H100 node, sequence 4096,
 /// micro-batch 1, one micro-batch (global batch = DP), BF16, no recomputation.
 fn qwen(extra: &[&str]) -> serde_json::Value {
@@ -43,7 +68,7 @@ fn a2a(n: f64, p: f64) -> f64 {
 /// layers → 61.59 ms, 24 GiB per device.
 #[test]
 fn ep_all_to_all_by_hand() {
-    let v = qwen(&["--tp", "1", "--ep", "8", "--global-batch", "8"]);
+    let v = qwen(&cli("--tp 1 --ep 8 --global-batch 8"));
     let n = 4096.0 * 8.0 * 2048.0 * 2.0;
     let want = 48.0 * 4.0 * a2a(n, 8.0);
     approx::assert_relative_eq!(want, 0.061_595, max_relative = 1e-4);
@@ -97,16 +122,8 @@ fn ep_dispatch_is_the_ranks_share_of_tokens() {
 /// interference grows by 0.189 × 61.59 ms = 11.64 ms.
 #[test]
 fn ep_overlap_hides_the_all_to_alls_behind_compute() {
-    let off = qwen(&["--tp", "1", "--ep", "8", "--global-batch", "8"]);
-    let on = qwen(&[
-        "--tp",
-        "1",
-        "--ep",
-        "8",
-        "--global-batch",
-        "8",
-        "--ep-overlap",
-    ]);
+    let off = qwen(&cli("--tp 1 --ep 8 --global-batch 8"));
+    let on = qwen(&cli("--tp 1 --ep 8 --global-batch 8 --ep-overlap"));
     let total = ep(&off, "exposed_s");
     assert_eq!(ep(&on, "exposed_s"), 0.0);
     approx::assert_relative_eq!(ep(&on, "hidden_s"), total, max_relative = 1e-9);
@@ -120,55 +137,17 @@ fn ep_overlap_hides_the_all_to_alls_behind_compute() {
 /// 8-GPU GB300 MoE run with EP 8, and EP 64 > DP 32 under folding with its groups shown.
 #[test]
 fn rack_scale_and_folded_plans_estimate() {
-    let gb200 = text(&[
-        "estimate",
-        "--model",
-        "llama3-70b",
-        "--system",
-        "gb200-nvl72",
-        "--gpus",
-        "256",
-        "--tp",
-        "4",
-        "--pp",
-        "4",
-        "--global-batch",
-        "256",
-    ]);
+    let gb200 = text(&cli(
+        "estimate --model llama3-70b --system gb200-nvl72 --gpus 256 --tp 4 --pp 4 --global-batch 256",
+    ));
     assert!(gb200.contains("4 NVLink domains of 64 GPUs"), "{gb200}");
-    let gb300 = json(&[
-        "estimate",
-        "--model",
-        "qwen3-30b-a3b",
-        "--system",
-        "gb300-nvl72",
-        "--gpus",
-        "8",
-        "--ep",
-        "8",
-        "--global-batch",
-        "512",
-        "--precision",
-        "mxfp8",
-    ]);
+    let gb300 = json(&cli(
+        "estimate --model qwen3-30b-a3b --system gb300-nvl72 --gpus 8 --ep 8 --global-batch 512 --precision mxfp8",
+    ));
     assert_eq!(gb300["plan"]["ep"], 8);
-    let folded = text(&[
-        "estimate",
-        "--model",
-        "qwen3-235b-a22b",
-        "--system",
-        "gb200-nvl72",
-        "--gpus",
-        "64",
-        "--tp",
-        "2",
-        "--ep",
-        "64",
-        "--etp",
-        "1",
-        "--global-batch",
-        "1024",
-    ]);
+    let folded = text(&cli(
+        "estimate --model qwen3-235b-a22b --system gb200-nvl72 --gpus 64 --tp 2 --ep 64 --etp 1 --global-batch 1024",
+    ));
     assert!(folded.contains("ETP 1 × EP 64 × expert-DP 1"), "{folded}");
     assert!(folded.contains("dim 0 (switch, 64 of 64)"), "{folded}");
 }
@@ -180,28 +159,12 @@ fn rack_scale_and_folded_plans_estimate() {
 /// 5/4 against 1F1B's `p = 4` micro-batches.
 #[test]
 fn dualpipe_bubble_and_memory_by_hand() {
-    let run = |s: &str| {
-        let out = common::bin()
-            .args([
-                "estimate",
-                "--model",
-                "llama3-8b",
-                "--system",
-                "dgx-h100",
-                "--gpus",
-                "4",
-                "--pp",
-                "4",
-                "--global-batch",
-                "8",
-                "--schedule",
-                s,
-                "--format",
-                "json",
-            ])
-            .output()
-            .unwrap();
-        serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()
+    let run = |s: &'static str| {
+        let mut a = cli(
+            "estimate --model llama3-8b --system dgx-h100 --gpus 4 --pp 4 --global-batch 8 --schedule",
+        );
+        a.push(s);
+        estimate_json(&a)
     };
     let (dual, one) = (run("dualpipe"), run("1f1b"));
     let tb = &dual["time_breakdown"];
@@ -227,21 +190,9 @@ fn dualpipe_bubble_and_memory_by_hand() {
         max_relative = 1e-9
     );
     common::usage_error(
-        &[
-            "estimate",
-            "--model",
-            "llama3-8b",
-            "--system",
-            "dgx-h100",
-            "--gpus",
-            "3",
-            "--pp",
-            "3",
-            "--global-batch",
-            "8",
-            "--schedule",
-            "dualpipe",
-        ],
+        &cli(
+            "estimate --model llama3-8b --system dgx-h100 --gpus 3 --pp 3 --global-batch 8 --schedule dualpipe",
+        ),
         "dualpipe needs an even pp",
     );
 }
@@ -252,39 +203,11 @@ fn dualpipe_bubble_and_memory_by_hand() {
 /// dispatch, §3.2). The report states 2.664M H800 GPU-hours for 14.8T tokens of
 /// pre-training: 180K per trillion tokens.
 fn deepseek_v3_gpu_hours(extra: &[&str]) -> f64 {
-    let mut a = vec![
-        "estimate",
-        "--model",
-        "deepseek-v3",
-        "--system",
-        "dgx-h800",
-        "--gpus",
-        "2048",
-        "--tp",
-        "1",
-        "--pp",
-        "16",
-        "--ep",
-        "64",
-        "--etp",
-        "1",
-        "--zero",
-        "1",
-        "--precision",
-        "fp8",
-        "--seq-len",
-        "4096",
-        "--global-batch",
-        "15360",
-        "--tokens",
-        "1e12",
-        "--format",
-        "json",
-    ];
+    let mut a = cli(
+        "estimate --model deepseek-v3 --system dgx-h800 --gpus 2048 --tp 1 --pp 16 --ep 64 --etp 1 --zero 1 --precision fp8 --seq-len 4096 --global-batch 15360 --tokens 1e12",
+    );
     a.extend_from_slice(extra);
-    let out = common::bin().args(&a).output().unwrap();
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    v["training"]["gpu_hours"].as_f64().unwrap()
+    estimate_json(&a)["training"]["gpu_hours"].as_f64().unwrap()
 }
 
 /// With the schedule and dispatch DeepSeek ran, the estimate falls from 390K GPU-hours per
@@ -323,25 +246,9 @@ fn hierarchical_dispatch_by_hand() {
     let ib = 14e-6 + 0.5 * 4096.0 * d * 2048.0 * 2.0 / 47e9;
     let nv = 3.4e-6 + 0.875 * 4096.0 * 8.0 * 2048.0 * 2.0 / 370e9;
     assert!(ib > nv);
-    let v = json(&[
-        "estimate",
-        "--model",
-        "qwen3-30b-a3b",
-        "--system",
-        "dgx-h100",
-        "--gpus",
-        "16",
-        "--seq-len",
-        "4096",
-        "--ep",
-        "16",
-        "--etp",
-        "1",
-        "--global-batch",
-        "16",
-        "--ep-dispatch",
-        "hierarchical",
-    ]);
+    let v = json(&cli(
+        "estimate --model qwen3-30b-a3b --system dgx-h100 --gpus 16 --seq-len 4096 --ep 16 --etp 1 --global-batch 16 --ep-dispatch hierarchical",
+    ));
     approx::assert_relative_eq!(ep(&v, "exposed_s"), 48.0 * 4.0 * ib, max_relative = 1e-3);
     // Bytes: both phases, dispatch and combine, forward and backward.
     let moved = 4096.0 * d * 2048.0 * 2.0 + 4096.0 * 8.0 * 2048.0 * 2.0;
@@ -384,29 +291,13 @@ fn hierarchical_dispatch_by_hand() {
 /// pass.
 #[test]
 fn moe_permute_unpermute_by_hand() {
-    let out = common::bin()
-        .args([
-            "estimate",
-            "--model",
-            "qwen3-30b-a3b",
-            "--system",
-            "dgx-h100",
-            "--gpus",
-            "8",
-            "--ep",
-            "8",
-            "--etp",
-            "1",
-            "--global-batch",
-            "8",
-            "--seq-len",
-            "4096",
-            "--explain",
-        ])
-        .output()
-        .unwrap();
-    let text = String::from_utf8(out.stdout).unwrap();
-    let line = text.lines().find(|l| l.contains("MoE permute")).unwrap();
+    let line = explain_line(
+        &cli(
+            "estimate --model qwen3-30b-a3b --system dgx-h100 --gpus 8 --ep 8 --etp 1 --global-batch 8 --seq-len 4096",
+        ),
+        "MoE permute",
+    );
+    let line = line.as_str();
     let bytes = 6.0 * 8.0 * 4096.0 * 2048.0 + 2.0 * 4096.0 * 2048.0;
     assert_eq!(bytes, 419_430_400.0);
     let want = bytes / (3.35e12 * 0.7) * 1e6 + 2.0 * 4.0;
@@ -414,32 +305,13 @@ fn moe_permute_unpermute_by_hand() {
     approx::assert_relative_eq!(common::micros(line, "bwd"), want, max_relative = 1e-3);
     // TP 2 with sequence parallelism and ETP 1: a rank permutes its 2048 tokens, half the
     // bytes: 209,715,200 B, 89.4 + 8 = 97.4 µs.
-    let out = common::bin()
-        .args([
-            "estimate",
-            "--model",
-            "qwen3-30b-a3b",
-            "--system",
-            "dgx-h100",
-            "--gpus",
-            "8",
-            "--tp",
-            "2",
-            "--sequence-parallel",
-            "--ep",
-            "4",
-            "--etp",
-            "1",
-            "--global-batch",
-            "4",
-            "--seq-len",
-            "4096",
-            "--explain",
-        ])
-        .output()
-        .unwrap();
-    let text = String::from_utf8(out.stdout).unwrap();
-    let line = text.lines().find(|l| l.contains("MoE permute")).unwrap();
+    let line = explain_line(
+        &cli(
+            "estimate --model qwen3-30b-a3b --system dgx-h100 --gpus 8 --tp 2 --sequence-parallel --ep 4 --etp 1 --global-batch 4 --seq-len 4096",
+        ),
+        "MoE permute",
+    );
+    let line = line.as_str();
     let half = (bytes / 2.0) / (3.35e12 * 0.7) * 1e6 + 2.0 * 4.0;
     approx::assert_relative_eq!(common::micros(line, "fwd"), half, max_relative = 1e-3);
 }
@@ -508,21 +380,9 @@ fn without_folding_ep_divides_dp() {
 /// `(p/2 − 1)/(3m) = 3/48` of the ideal time with 16 micro-batches.
 #[test]
 fn dualpipe_bubble_on_eight_stages() {
-    let v = json(&[
-        "estimate",
-        "--model",
-        "llama3-8b",
-        "--system",
-        "dgx-h100",
-        "--gpus",
-        "8",
-        "--pp",
-        "8",
-        "--global-batch",
-        "16",
-        "--schedule",
-        "dualpipe",
-    ]);
+    let v = json(&cli(
+        "estimate --model llama3-8b --system dgx-h100 --gpus 8 --pp 8 --global-batch 16 --schedule dualpipe",
+    ));
     let tb = &v["time_breakdown"];
     // The slowest stage is the last (its layers plus the logits and loss); `forward_s` is
     // m forward passes of it.
@@ -539,19 +399,8 @@ fn dualpipe_bubble_on_eight_stages() {
 /// with `--ep-overlap` every row has it, and the best time is no worse than without.
 #[test]
 fn sweep_takes_the_ep_settings() {
-    let base = [
-        "sweep",
-        "--model",
-        "qwen3-30b-a3b",
-        "--system",
-        "dgx-h100",
-        "--gpus",
-        "16",
-        "--global-batch",
-        "64",
-        "--top",
-        "5",
-    ];
+    let base =
+        cli("sweep --model qwen3-30b-a3b --system dgx-h100 --gpus 16 --global-batch 64 --top 5");
     let plain = json(&base);
     let over = json(
         &[

@@ -12,11 +12,7 @@
 //! nothing is fitted to any row here. Measured time is `step_time_s` (the table's tokens/s
 //! per GPU turned into seconds per step). Run with `--nocapture` for the per-row table.
 
-use astrolabe::catalog;
-use astrolabe::cli::{Cli, Command};
-use astrolabe::estimate;
-use astrolabe::parallel::PlanSpec;
-use clap::Parser;
+mod common;
 use serde::Deserialize;
 use std::collections::BTreeMap;
 
@@ -134,23 +130,7 @@ fn command(r: &Run) -> Result<Vec<String>, String> {
 
 /// The estimated iteration time of a command, in seconds.
 fn estimate_s(args: &[String]) -> f64 {
-    let argv = ["astrolabe", "estimate"]
-        .into_iter()
-        .map(String::from)
-        .chain(args.iter().cloned());
-    let cli = Cli::try_parse_from(argv).unwrap_or_else(|e| panic!("{args:?}: {e}"));
-    let Command::Estimate(a) = cli.command else {
-        panic!("not an estimate command")
-    };
-    let model = catalog::model(a.model.as_deref().unwrap()).unwrap();
-    let system = catalog::system(a.system.as_deref().unwrap()).unwrap();
-    let spec = a.plan.apply(PlanSpec::default()).unwrap();
-    let system = system
-        .with_gpus(spec.gpus.unwrap())
-        .unwrap_or_else(|e| panic!("{args:?}: {e}"));
-    let plan = estimate::plan(&model, &system, &spec).unwrap_or_else(|e| panic!("{args:?}: {e}"));
-    let e = estimate::evaluate(&model, &system, &plan).unwrap_or_else(|e| panic!("{args:?}: {e}"));
-    e.time.total.get()
+    common::estimate_cli(args).0.time.total.get()
 }
 
 /// Errors (estimate / measured − 1) by group (GPU × dense/MoE), printing each row.

@@ -22,10 +22,7 @@
 //! (docs/validation-modern.md).
 
 use astrolabe::catalog;
-use astrolabe::cli::{Cli, Command};
-use astrolabe::estimate;
-use astrolabe::parallel::PlanSpec;
-use clap::Parser;
+mod common;
 use serde::Deserialize;
 
 #[derive(Debug, Deserialize)]
@@ -213,20 +210,7 @@ fn command(r: &Run, mb: u32) -> Result<Vec<String>, &'static str> {
 
 /// (measured, estimated) iteration time in seconds, and whether the plan fits in memory.
 fn evaluate(r: &Run, args: &[String]) -> (f64, f64, bool) {
-    let argv = ["astrolabe", "estimate"]
-        .into_iter()
-        .map(String::from)
-        .chain(args.iter().cloned());
-    let cli = Cli::try_parse_from(argv).unwrap_or_else(|e| panic!("{args:?}: {e}"));
-    let Command::Estimate(a) = cli.command else {
-        panic!("not an estimate command")
-    };
-    let model = catalog::model(a.model.as_deref().unwrap()).unwrap();
-    let system = catalog::system(a.system.as_deref().unwrap()).unwrap();
-    let spec = a.plan.apply(PlanSpec::default()).unwrap();
-    let system = system.with_gpus(spec.gpus.unwrap()).unwrap();
-    let plan = estimate::plan(&model, &system, &spec).unwrap_or_else(|e| panic!("{args:?}: {e}"));
-    let e = estimate::evaluate(&model, &system, &plan).unwrap_or_else(|e| panic!("{args:?}: {e}"));
+    let (e, plan) = common::estimate_cli(args);
     let measured = match (r.step_time_s, r.tflops_per_gpu) {
         (Some(t), _) => t,
         (None, Some(f)) => e.metrics.model_flops / (f * 1e12 * plan.gpus as f64),

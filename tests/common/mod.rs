@@ -166,3 +166,29 @@ pub fn micros(line: &str, key: &str) -> f64 {
         u => panic!("unit {u}"),
     }
 }
+
+/// Parses `args` (after `estimate`) with the real command line and evaluates the plan
+/// through the library: the validation harnesses' one path from a published row's command
+/// to its estimate.
+pub fn estimate_cli(args: &[String]) -> (astrolabe::estimate::Estimate, astrolabe::parallel::Plan) {
+    use astrolabe::cli::{Cli, Command};
+    use astrolabe::{catalog, estimate, parallel::PlanSpec};
+    use clap::Parser;
+    let argv = ["astrolabe", "estimate"]
+        .into_iter()
+        .map(String::from)
+        .chain(args.iter().cloned());
+    let cli = Cli::try_parse_from(argv).unwrap_or_else(|e| panic!("{args:?}: {e}"));
+    let Command::Estimate(a) = cli.command else {
+        panic!("not an estimate command")
+    };
+    let model = catalog::model(a.model.as_deref().unwrap()).unwrap();
+    let system = catalog::system(a.system.as_deref().unwrap()).unwrap();
+    let spec = a.plan.apply(PlanSpec::default()).unwrap();
+    let system = system
+        .with_gpus(spec.gpus.unwrap())
+        .unwrap_or_else(|e| panic!("{args:?}: {e}"));
+    let plan = estimate::plan(&model, &system, &spec).unwrap_or_else(|e| panic!("{args:?}: {e}"));
+    let e = estimate::evaluate(&model, &system, &plan).unwrap_or_else(|e| panic!("{args:?}: {e}"));
+    (e, plan)
+}
