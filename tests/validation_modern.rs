@@ -187,9 +187,15 @@ fn command(r: &Run, mb: u32) -> Result<Vec<String>, &'static str> {
         flag("lora-targets", "qkv".into());
     }
     if r.source_path.contains("f2e5db402c") {
-        // Megatron-LM 2021 GPT-3 175B example: fp16, full recomputation, fp32 gradients.
+        // Megatron-LM 2021 GPT-3 175B example: fp16, full recomputation, fp32 gradients;
+        // that release had no distributed optimizer, sequence parallelism, TP overlap or
+        // fused attention (today's practice defaults, so they are turned off).
         flag("recompute", "full".into());
         flag("optimizer", "adam-fp32-grads".into());
+        for off in ["zero", "sequence-parallel", "tp-overlap", "flash-attention"] {
+            let v = if off == "zero" { "0" } else { "false" };
+            flag(off, v.into());
+        }
     } else {
         // NeMo / Megatron-LM 2024 recipes: SP, flash attention, TP overlap, distributed
         // optimizer (ZeRO-1 over DP × CP).

@@ -167,12 +167,12 @@ pub fn micros(line: &str, key: &str) -> f64 {
     }
 }
 
-/// Parses `args` (after `estimate`) with the real command line and evaluates the plan
-/// through the library: the validation harnesses' one path from a published row's command
-/// to its estimate.
+/// Parses `args` (after `estimate`) with the real command line and builds the plan as
+/// `astrolabe estimate` does (today's practice under the flags given: ZeRO-1, SP with
+/// TP), then evaluates it through the library: the validation harnesses' one path from a
+/// published row's command to its estimate, so a printed command reproduces its number.
 pub fn estimate_cli(args: &[String]) -> (astrolabe::estimate::Estimate, astrolabe::parallel::Plan) {
     use astrolabe::cli::{Cli, Command};
-    use astrolabe::{catalog, estimate, parallel::PlanSpec};
     use clap::Parser;
     let argv = ["astrolabe", "estimate"]
         .into_iter()
@@ -182,13 +182,9 @@ pub fn estimate_cli(args: &[String]) -> (astrolabe::estimate::Estimate, astrolab
     let Command::Estimate(a) = cli.command else {
         panic!("not an estimate command")
     };
-    let model = catalog::model(a.model.as_deref().unwrap()).unwrap();
-    let system = catalog::system(a.system.as_deref().unwrap()).unwrap();
-    let spec = a.plan.apply(PlanSpec::default()).unwrap();
-    let system = system
-        .with_gpus(spec.gpus.unwrap())
+    let (sc, ..) =
+        astrolabe::cli::estimate::scenario(&a).unwrap_or_else(|e| panic!("{args:?}: {e}"));
+    let e = astrolabe::estimate::evaluate(&sc.model, &sc.system, &sc.plan)
         .unwrap_or_else(|e| panic!("{args:?}: {e}"));
-    let plan = estimate::plan(&model, &system, &spec).unwrap_or_else(|e| panic!("{args:?}: {e}"));
-    let e = estimate::evaluate(&model, &system, &plan).unwrap_or_else(|e| panic!("{args:?}: {e}"));
-    (e, plan)
+    (e, sc.plan)
 }
