@@ -2,6 +2,7 @@
 //! by ZeRO), activations kept for backward (Korthikanti et al. 2022 §4, Eq. 1–6, and the
 //! number of micro-batches a pipeline schedule keeps in flight), and communication buffers.
 
+use crate::compute::{Fp8Recipe, Precision};
 use crate::model::Transformer;
 use crate::parallel::{Optimizer, Plan, Recompute, Schedule};
 use crate::units::Bytes;
@@ -23,13 +24,22 @@ pub struct Memory {
     pub total: Bytes,
     /// Device capacity.
     pub capacity: Bytes,
-    /// `total ≤ capacity`.
+    /// Capacity set aside for the CUDA context, communication buffers, workspaces and
+    /// fragmentation ([`crate::compute::Device::memory_reserve`]).
+    pub reserve: Bytes,
+    /// `total + reserve ≤ capacity`.
     pub fits: bool,
 }
 
 impl Memory {
-    /// Sums the parts and compares against `capacity`.
-    pub fn new(states: [f64; 3], activations: f64, buffers: f64, capacity: Bytes) -> Memory {
+    /// Sums the parts and compares against `capacity − reserve`.
+    pub fn new(
+        states: [f64; 3],
+        activations: f64,
+        buffers: f64,
+        capacity: Bytes,
+        reserve: Bytes,
+    ) -> Memory {
         let total = states[0] + states[1] + states[2] + activations + buffers;
         Memory {
             weights: Bytes::new(states[0]),
@@ -39,9 +49,29 @@ impl Memory {
             buffers: Bytes::new(buffers),
             total: Bytes::new(total),
             capacity,
-            fits: total <= capacity.get(),
+            reserve,
+            fits: total + reserve.get() <= capacity.get(),
         }
     }
+
+    /// The same use on a device of another capacity and reserve (sweeps over HBM sizes).
+    pub fn on_capacity(mut self, capacity: Bytes, reserve: Bytes) -> Memory {
+        self.capacity = capacity;
+        self.reserve = reserve;
+        self.fits = self.total.get() + reserve.get() <= capacity.get();
+        self
+    }
+
+    /// What is left: `capacity − reserve − total` (negative when the plan does not fit).
+    pub fn headroom(&self) -> f64 {
+        self.capacity.get() - self.reserve.get() - self.total.get()
+    }
+}
+
+/// The reserve a plan runs with on `dev`: the plan's `memory_reserve` if given, else the
+/// device's.
+pub fn reserve(dev: &crate::compute::Device, plan: &Plan) -> Bytes {
+    plan.memory_reserve.unwrap_or_else(|| dev.memory_reserve())
 }
 
 /// Model-state bytes (weights, gradients, optimizer) for `params` parameters held by a
@@ -72,6 +102,18 @@ pub fn model_states(params: f64, opt: Optimizer, zero: u8, dp: u32) -> [f64; 3] 
 /// - selective recomputation drops the `as/h` term (Eq. 5: `34·sbh/t` with SP);
 /// - full recomputation keeps the layer input only: `2·s·b·h` (`/t` with SP).
 ///
+/// With FP8-family precisions the linear layers keep their *quantized* input for the
+/// weight-gradient GEMM, not the 16-bit one (Transformer Engine,
+/// `transformer_engine/pytorch/module/linear.py`, `_Linear.forward`: the saved `inputmat`
+/// is the quantized tensor with only its column-wise data): the two LayerNorm outputs and
+/// the FC2 input take `q` bytes per element instead of 2 ([`saved_input_bytes`]: 1 for
+/// FP8, `1 + 1/32` for MXFP8, `0.5 + 1/16` for NVFP4). The projection's quantized input is
+/// an extra copy beside the 16-bit attention output that fused attention keeps for its
+/// own backward (`2 + q`); without fused attention it replaces it (`q`). So
+/// `R = 4 + 2q (+2 dropout)` and the projection input and FC2 input (`f/h·q`, the FC1
+/// output `2·f/h` or `4·f/h` gated staying 16-bit) change; at `q = 2` this is the count
+/// above.
+///
 /// Dropout is assumed present when the model has biases (GPT, BERT) and absent otherwise
 /// (LLaMA).
 pub fn layer_activation_bytes(m: &Transformer, plan: &Plan, dropout: bool) -> f64 {
@@ -81,10 +123,17 @@ pub fn layer_activation_bytes(m: &Transformer, plan: &Plan, dropout: bool) -> f6
     if plan.recompute == Recompute::Full {
         return 2.0 * sbh / split_by(plan.sp);
     }
+    let q = saved_input_bytes(plan.precision, plan.fp8_recipe);
     let kv_ratio = m.kv_heads as f64 / m.heads as f64;
-    let mlp = if m.gated { 6.0 } else { 4.0 } * m.f / h * m.top_k as f64;
-    let split = 4.0 + 4.0 * kv_ratio + mlp;
-    let replicated = if dropout { 10.0 } else { 8.0 };
+    let fc1_out = if m.gated { 4.0 } else { 2.0 };
+    let mlp = (fc1_out + q) * m.f / h * m.top_k as f64;
+    let proj_in = if q < 2.0 && plan.flash_attention {
+        2.0 + q
+    } else {
+        q
+    };
+    let split = 2.0 + 4.0 * kv_ratio + proj_in + mlp;
+    let replicated = 4.0 + 2.0 * q + if dropout { 2.0 } else { 0.0 };
     let scores = if plan.flash_attention || plan.recompute == Recompute::Selective {
         0.0
     } else {
@@ -93,19 +142,84 @@ pub fn layer_activation_bytes(m: &Transformer, plan: &Plan, dropout: bool) -> f6
     sbh * (replicated / split_by(plan.sp) + split / t + scores / t)
 }
 
-/// Micro-batches whose activations the first pipeline stage holds at its peak:
-/// GPipe keeps all `m`; 1F1B keeps `min(p, m)` (Narayanan et al. SC'21 §2.2); the
-/// interleaved schedule multiplies by `1 + (p−1)/(p·v)` (Korthikanti et al. 2022 §4.2.3);
-/// DualPipe keeps `p + 1` (DeepSeek-V3 technical report, Table 2).
+/// Bytes per element of a linear layer's input saved for its weight-gradient GEMM: 2 in
+/// 16-bit; one column-wise quantized copy with FP8-family precisions (Transformer
+/// Engine): FP8 1 (blockwise `+4/128` for its FP32 scale per 128), MXFP8 `1 + 1/32`
+/// (E8M0 scale per 32, OCP MX v1.0), NVFP4 `0.5 + 1/16` (E4M3 scale per 16).
+pub fn saved_input_bytes(p: Precision, r: Fp8Recipe) -> f64 {
+    match (p, r) {
+        (Precision::Fp8, Fp8Recipe::Block) => 1.0 + 4.0 / 128.0,
+        (Precision::Fp8, _) => 1.0,
+        (Precision::Mxfp8, _) => 1.0 + 1.0 / 32.0,
+        (Precision::Nvfp4, _) => 0.5 + 1.0 / 16.0,
+        _ => 2.0,
+    }
+}
+
+/// Micro-batches whose activations the first pipeline stage holds at its peak, in units
+/// of the stage's full layer stack: GPipe keeps all `m`; 1F1B keeps `min(p, m)`
+/// (Narayanan et al. SC'21 §2.2); DualPipe keeps `p + 1` (DeepSeek-V3 technical report,
+/// Table 2); the interleaved schedule as [`stage_layer_microbatches`] counts it, divided
+/// by the stage's layers (uniform chunks: `p + (p−1)/v`, Korthikanti et al. 2022 §4.2.3).
 pub fn in_flight(plan: &Plan) -> f64 {
     let (p, m) = (plan.pp as f64, plan.micro_batches as f64);
     match plan.schedule {
         Schedule::DualPipe => (p + 1.0).min(m),
         Schedule::Gpipe => m,
-        Schedule::OneFOneB => p.min(m),
-        Schedule::Interleaved if plan.v > 1 => p.min(m) * (1.0 + (p - 1.0) / (p * plan.v as f64)),
-        Schedule::Interleaved => p.min(m),
+        Schedule::Interleaved if plan.v > 1 => {
+            let layers = plan.stages.first as f64;
+            stage_layer_microbatches(plan, 0, layers) / layers
+        }
+        Schedule::OneFOneB | Schedule::Interleaved => p.min(m),
     }
+}
+
+/// The pipeline rank whose activations peak, as (rank, its layers, layer-micro-batches
+/// in flight): the first stage holds `in_flight` micro-batches of its layers; the second
+/// (a middle stage, `p > 2`) one fewer under 1F1B (`p − 1`) and, interleaved,
+/// [`stage_layer_microbatches`] at rank 1, which exceeds rank 0 when the first stage
+/// gives up a layer to the embedding (Llama 3 405B: 7 layers on rank 0, 8 on rank 1).
+pub fn peak_stage(plan: &Plan) -> (u32, u32, f64) {
+    let st = plan.stages;
+    let first = (0, st.first, st.first as f64 * in_flight(plan));
+    if plan.pp <= 2 {
+        return first;
+    }
+    let second = if plan.schedule == Schedule::Interleaved && plan.v > 1 {
+        stage_layer_microbatches(plan, 1, st.mid_max as f64)
+    } else {
+        st.mid_max as f64 * in_flight(plan) * (plan.pp - 1) as f64 / plan.pp as f64
+    };
+    if second > first.2 {
+        (1, st.mid_max, second)
+    } else {
+        first
+    }
+}
+
+/// Layer-micro-batches (layers × micro-batches) whose activations pipeline rank `r`,
+/// holding `layers` layers, keeps at its peak under Megatron-core's interleaved 1F1B
+/// (`megatron/core/pipeline_parallel/schedules.py`, `get_pp_rank_microbatches` and
+/// `get_schedule_table`, at d98e8a6): rank `r` runs `W = 2·(p−r−1) + (v−1)·p` warm-up
+/// chunk forwards and one more before its first backward, `F = min(W + 1, m·v)`; the
+/// forwards go in groups of `p` micro-batches per chunk, so the first `p·v` cover every
+/// chunk of `p` micro-batches (`p·layers`) and the remaining `F − p·v` run the first
+/// chunk of the next group (`c₀` layers each). Peak `p·layers + (F − p·v)·c₀`; with equal
+/// chunks (`c₀ = layers/v`) on rank 0 that is `layers·(p + (p−1)/v)`, Korthikanti et al.'s
+/// factor. With the embedding counted as a layer the first chunk of rank 0 holds one layer
+/// fewer (`c₀ = layers − (v−1)·⌈layers/v⌉`), which lowers the peak. Plans need `p | m`
+/// here (Megatron-core's groups of `p` micro-batches), so `m ≥ p`.
+pub fn stage_layer_microbatches(plan: &Plan, r: u32, layers: f64) -> f64 {
+    let (p, v, m) = (plan.pp as f64, plan.v as f64, plan.micro_batches as f64);
+    let warmup = 2.0 * (p - r as f64 - 1.0) + (v - 1.0) * p;
+    let forwards = (warmup + 1.0).min(m * v);
+    let chunk = (layers / v).ceil();
+    let first = layers - (v - 1.0) * chunk;
+    let c0 = if first >= 1.0 { first } else { layers / v };
+    let extra = (forwards - p * v).max(0.0);
+    // Past m − p extra forwards the next group is exhausted; further ones run chunk 1.
+    let on_first = extra.min(m - p);
+    p * layers + on_first * c0 + (extra - on_first) * chunk
 }
 
 #[cfg(test)]
@@ -165,5 +279,113 @@ mod tests {
         // ZeRO-3 over 4 shards everything by 4.
         let z = model_states(params, Optimizer::Adam, 3, 4);
         assert_relative_eq!(z.iter().sum::<f64>() * 4.0, s16.iter().sum::<f64>());
+    }
+
+    /// A Llama 3 405B plan (126 layers) on `tp·pp` GPUs with `v` virtual stages.
+    fn llama405(
+        pp: u32,
+        v: u32,
+        gb: u32,
+        embedding: bool,
+        precision: Precision,
+    ) -> (Transformer, Plan) {
+        let m = catalog::model("llama3-405b").unwrap();
+        let spec = PlanSpec {
+            tp: 8,
+            pp,
+            global_batch: Some(gb),
+            virtual_stages: v,
+            schedule: if v > 1 {
+                Schedule::Interleaved
+            } else {
+                Schedule::OneFOneB
+            },
+            account_for_embedding: embedding,
+            account_for_loss: embedding,
+            sequence_parallel: true,
+            flash_attention: true,
+            precision,
+            ..PlanSpec::default()
+        };
+        let p = Plan::new(&spec, &m, 8 * pp).unwrap();
+        (*m.transformer().unwrap(), p)
+    }
+
+    #[test]
+    fn fp8_keeps_quantized_gemm_inputs() {
+        // Llama 3 405B, s = 8192, h = 16384, f = 53248 (f/h = 3.25), kv/a = 8/128, t = 8,
+        // SP, flash attention, no dropout. BF16: R = 4 + 2·2 = 8; S = Q 2 + KV 4/16 +
+        // projection input 2 + MLP (4 + 2)·3.25 = 23.75; (8 + 23.75)/8 per s·h.
+        let sh = 8192.0 * 16384.0;
+        let (m, p) = llama405(16, 1, 16, false, Precision::Bf16);
+        assert_relative_eq!(layer_activation_bytes(&m, &p, false), sh * 31.75 / 8.0);
+        // FP8: the LayerNorm outputs 1 B each (R = 4 + 2 = 6), the projection's FP8 input
+        // beside the 16-bit attention output (2 + 1), FC2's input 1 B (MLP (4 + 1)·3.25):
+        // S = 2 + 0.25 + 3 + 16.25 = 21.5; (6 + 21.5)/8.
+        let (m, p) = llama405(16, 1, 16, false, Precision::Fp8);
+        assert_relative_eq!(layer_activation_bytes(&m, &p, false), sh * 27.5 / 8.0);
+        // NVFP4: q = 0.5625: R = 5.125, S = 2 + 0.25 + 2.5625 + 4.5625·3.25 = 19.640625.
+        let (m, p) = llama405(16, 1, 16, false, Precision::Nvfp4);
+        assert_relative_eq!(
+            layer_activation_bytes(&m, &p, false),
+            sh * (5.125 + 19.640625) / 8.0
+        );
+        assert_relative_eq!(
+            saved_input_bytes(Precision::Mxfp8, Fp8Recipe::Delayed),
+            1.03125
+        );
+    }
+
+    #[test]
+    fn interleaved_warmup_as_megatron_core_counts_it() {
+        // Equal chunks: p = 16, v = 2, m = 64 (gb 64 on dp 1), 126 layers → stages of 7/8:
+        // rank 1 (8 layers, chunks of 4): W = 2·14 + 16 = 44, F = 45, 13 forwards past the
+        // first p·v = 32 on chunk 0 → 16·8 + 13·4 = 180. Korthikanti's factor would give
+        // 8·(16 + 15/2)·15/16 = 176.25 for the second stage.
+        let (_, p) = llama405(16, 2, 64, false, Precision::Bf16);
+        assert_eq!((p.stages.first, p.stages.mid_max), (7, 8));
+        assert_relative_eq!(stage_layer_microbatches(&p, 1, 8.0), 180.0);
+        // With the embedding and loss counted as layers (Megatron-Bridge's Llama 3.1 405B
+        // recipes) and v = 4: 128 units over 64 virtual stages of 2; rank 0 holds
+        // 1 + 2 + 2 + 2 = 7 layers. W = 30 + 48 = 78, F = 79: 16·7 + 15·1 = 127 (equal
+        // chunks would give 7·(16 + 15/4) = 138.25).
+        let (_, p) = llama405(16, 4, 64, true, Precision::Bf16);
+        assert_eq!(p.stages.first, 7);
+        assert_relative_eq!(stage_layer_microbatches(&p, 0, 7.0), 127.0);
+        // Rank 1 (8 layers, chunks of 2): W = 28 + 48 = 76, F = 77: 16·8 + 13·2 = 154; it is
+        // the peak.
+        assert_relative_eq!(stage_layer_microbatches(&p, 1, 8.0), 154.0);
+        assert_eq!(peak_stage(&p), (1, 8, 154.0));
+        // m = 16: the warm-up stops at m·v = 64 forwards, 16·7 = 112 (no extra chunk).
+        let (_, p) = llama405(16, 4, 16, true, Precision::Bf16);
+        assert_relative_eq!(stage_layer_microbatches(&p, 0, 7.0), 112.0);
+        // 1F1B: the first stage keeps p micro-batches of its layers, 16·7 = 112, the second
+        // p − 1 of its 8: 120 (the peak).
+        let (_, p) = llama405(16, 1, 16, false, Precision::Bf16);
+        assert_eq!(peak_stage(&p), (1, 8, 120.0));
+    }
+
+    #[test]
+    fn reserve_and_headroom_by_hand() {
+        // 80 GiB: 1.5 GiB + 3 % = 3.9 GiB; 70 GiB used leaves 6.1 GiB; 77 GiB does not fit.
+        let dev = catalog::device("h100-sxm").unwrap();
+        assert_relative_eq!(dev.memory_reserve().get() / GIB, 3.9, max_relative = 1e-12);
+        let fits = |used: f64| {
+            Memory::new(
+                [used * GIB, 0.0, 0.0],
+                0.0,
+                0.0,
+                dev.memory(),
+                dev.memory_reserve(),
+            )
+        };
+        assert_relative_eq!(fits(70.0).headroom() / GIB, 6.1, max_relative = 1e-12);
+        assert!(fits(76.0).fits && !fits(76.2).fits);
+        let (_, mut p) = llama405(16, 1, 16, false, Precision::Bf16);
+        assert_eq!(reserve(&dev, &p), dev.memory_reserve());
+        p.memory_reserve = Some(Bytes::new(0.0));
+        assert_eq!(reserve(&dev, &p).get(), 0.0);
+        let m = fits(78.0).on_capacity(dev.memory(), Bytes::new(GIB));
+        assert!(m.fits && (m.headroom() / GIB - 1.0).abs() < 1e-12);
     }
 }

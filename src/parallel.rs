@@ -105,6 +105,11 @@ pub struct PlanSpec {
     /// ([`Plan::dp_bucket_bytes`]).
     #[serde(with = "opt_bytes", skip_serializing_if = "Option::is_none")]
     pub dp_bucket: Option<Bytes>,
+    /// Device memory set aside for the CUDA context, communication buffers, library
+    /// workspaces and allocator fragmentation; unset = the device's
+    /// ([`crate::compute::Device::memory_reserve`]).
+    #[serde(with = "opt_bytes", skip_serializing_if = "Option::is_none")]
+    pub memory_reserve: Option<Bytes>,
     /// Overlap TP communication with compute.
     pub tp_overlap: bool,
     /// Run the backward's TP collectives of a column-parallel layer beside its other GEMM
@@ -161,6 +166,7 @@ impl Default for PlanSpec {
             zero3_impl: None,
             dp_overlap: true,
             dp_bucket: None,
+            memory_reserve: None,
             tp_overlap: false,
             tp_bwd_overlap: true,
             ep_overlap: false,
@@ -257,6 +263,8 @@ pub struct Plan {
     pub dp_overlap: bool,
     /// DP bucket as given (None: the framework's default, [`Plan::dp_bucket_bytes`]).
     pub dp_bucket: Option<Bytes>,
+    /// Memory reserve as given (None: the device's).
+    pub memory_reserve: Option<Bytes>,
     /// TP overlap.
     pub tp_overlap: bool,
     /// Backward TP collectives beside the other GEMM (asynchronous all-reduce).
@@ -402,6 +410,14 @@ impl Plan {
         {
             return Err(bad("dp_bucket", "must be > 0 bytes, e.g. \"25MB\"".into()));
         }
+        if let Some(b) = s.memory_reserve
+            && !(b.get() >= 0.0 && b.get().is_finite())
+        {
+            return Err(bad(
+                "memory_reserve",
+                "must be ≥ 0 bytes, e.g. \"6GiB\"".into(),
+            ));
+        }
         if !gb.is_multiple_of(dp_mb) {
             return Err(bad(
                 "global_batch",
@@ -445,6 +461,18 @@ impl Plan {
             return Err(bad(
                 "zero",
                 format!("stage {} does not exist; expected 0–3", s.zero),
+            ));
+        }
+        if s.zero == 2 && s.pp > 1 {
+            // DeepSpeed's pipeline engine asserts ZeRO stage < 2
+            // (deepspeed/runtime/pipe/engine.py); Megatron-core's distributed optimizer is
+            // ZeRO-1 and its FSDP is ZeRO-3 (which torchtitan also composes with PP).
+            return Err(bad(
+                "zero",
+                format!(
+                    "ZeRO-2 with pp = {} runs in no framework (DeepSpeed's pipeline engine refuses ZeRO-2 and -3; Megatron-core has ZeRO-1 or FSDP); use zero = 1, or 3 (FSDP, as torchtitan runs it with PP)",
+                    s.pp
+                ),
             ));
         }
         check_ep(s, dp)?;
@@ -506,6 +534,7 @@ impl Plan {
             }),
             dp_overlap: s.dp_overlap,
             dp_bucket: s.dp_bucket,
+            memory_reserve: s.memory_reserve,
             tp_overlap: s.tp_overlap,
             tp_bwd_overlap: s.tp_bwd_overlap,
             ep_overlap: s.ep_overlap,
@@ -592,7 +621,7 @@ impl Plan {
 }
 
 /// `Option<Bytes>` as an optional unit string ("25MB").
-mod opt_bytes {
+pub(crate) mod opt_bytes {
     use crate::units::{Bytes, serde_units};
     use serde::{Deserialize, Deserializer, Serializer};
 

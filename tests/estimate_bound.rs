@@ -110,7 +110,7 @@ proptest! {
     }
 
     /// Two systems that differ only in HBM capacity give the same estimate but for the
-    /// capacity and the fit (`fits = total ≤ capacity`).
+    /// capacity, its reserve and the fit (`fits = total + reserve ≤ capacity`).
     #[test]
     fn hbm_capacity_changes_only_the_fit(
         which in 0usize..5,
@@ -128,10 +128,13 @@ proptest! {
         ) else {
             return Ok(());
         };
+        // The default reserve is 1.5 GiB + 3 % of the capacity.
         let cap = b.device.spec.memory;
+        let reserve = 1.5 * 1073741824.0 + 0.03 * cap.get();
         let mut want = ea;
         want.memory.capacity = cap;
-        want.memory.fits = ea.memory.total.get() <= cap.get();
+        want.memory.reserve = astrolabe::units::Bytes::new(reserve);
+        want.memory.fits = ea.memory.total.get() + reserve <= cap.get();
         prop_assert_eq!(eb, want);
     }
 }

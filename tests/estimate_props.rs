@@ -69,6 +69,8 @@ proptest! {
         k in 1.0f64..8.0,
     ) {
         let (model, sys) = setup(64);
+        // ZeRO-2 with a pipeline runs in no framework: ZeRO-1 stands in.
+        let zero = if zero == 2 && pp > 1 { 1 } else { zero };
         let sp_ = spec(tp, pp, b, m, rc, sp, zero);
         let base = total(&model, &sys, &sp_);
         let faster_net = total(&model, &scaled_network(&sys, k), &sp_);

@@ -53,7 +53,7 @@ fn themis_sizes_with_different_phase_counts_make_one_table() {
 
 #[test]
 fn grid_size_guard_counts_before_building() {
-    let gpus: Vec<String> = (1..=1000).map(|i| (8 * i).to_string()).collect();
+    let gpus: Vec<String> = (1..=20000).map(|i| (8 * i).to_string()).collect();
     let gpus = gpus.join(",");
     let start = Instant::now();
     let mut a = SWEEP.to_vec();

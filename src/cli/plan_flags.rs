@@ -109,6 +109,10 @@ pub struct PlanFlags {
     /// DP bucket size, e.g. 25MB (default: the framework's, Megatron-LM max(4e7, 1e6·dp) parameters, DeepSpeed 5e7 for ZeRO-3).
     #[arg(long)]
     pub dp_bucket: Option<String>,
+    /// Memory set aside per device for the CUDA context, NCCL buffers, library workspaces
+    /// and allocator fragmentation, e.g. 4GiB (default: the device's, 1.5 GiB + 3% of HBM).
+    #[arg(long)]
+    pub memory_reserve: Option<String>,
     /// Overlap TP communication with GEMMs (default: true).
     #[arg(long, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true")]
     pub tp_overlap: Option<bool>,
@@ -216,6 +220,9 @@ impl PlanFlags {
         if let Some(b) = &self.dp_bucket {
             p.dp_bucket = Some(parse_bytes("--dp-bucket", b)?);
         }
+        if let Some(b) = &self.memory_reserve {
+            p.memory_reserve = Some(parse_bytes("--memory-reserve", b)?);
+        }
         if let Some(s) = &self.precision {
             p.precision = Precision::parse(s).map_err(|e| e.context("--precision"))?;
         }
@@ -279,6 +286,7 @@ impl PlanFlags {
             ("recompute", &self.recompute),
             ("precision", &self.precision),
             ("dp_bucket", &self.dp_bucket),
+            ("memory_reserve", &self.memory_reserve),
             ("optimizer", &self.optimizer),
             ("order", &self.order),
             ("ep_dispatch", &self.ep_dispatch),

@@ -70,13 +70,13 @@ pub struct SweepArgs {
     /// Recomputation modes: none, selective, full.
     #[arg(long, value_delimiter = ',')]
     pub recompute: Vec<String>,
-    /// Sequence parallel values, e.g. true or true,false (default: both).
+    /// Sequence parallel values, e.g. true,false (default: true, today's practice).
     #[arg(long, value_delimiter = ',', value_name = "BOOLS", num_args = 0..=1, default_missing_value = "true")]
     pub sequence_parallel: Vec<bool>,
-    /// DP overlap values (default: both).
+    /// DP overlap values (default: true, today's practice).
     #[arg(long, value_delimiter = ',', value_name = "BOOLS", num_args = 0..=1, default_missing_value = "true")]
     pub dp_overlap: Vec<bool>,
-    /// TP overlap values (default: both).
+    /// TP overlap values (default: true, today's practice).
     #[arg(long, value_delimiter = ',', value_name = "BOOLS", num_args = 0..=1, default_missing_value = "true")]
     pub tp_overlap: Vec<bool>,
     /// Backward TP collectives beside the other GEMM in every plan (default: true; false: 2021 Megatron-LM, see `estimate --help`).
@@ -88,10 +88,13 @@ pub struct SweepArgs {
     /// MoE token dispatch in every plan: alltoall or hierarchical (see `estimate --help`).
     #[arg(long, value_name = "KIND")]
     pub ep_dispatch: Option<String>,
+    /// Memory set aside per device in every plan, e.g. 4GiB (default: the device's, 1.5 GiB + 3% of HBM; see `estimate --help`).
+    #[arg(long)]
+    pub memory_reserve: Option<String>,
     /// Group orders: tp-dp-pp, tp-pp-dp.
     #[arg(long, value_delimiter = ',')]
     pub order: Vec<String>,
-    /// Flash attention values (default: both).
+    /// Flash attention values (default: true, today's practice).
     #[arg(long, value_delimiter = ',', value_name = "BOOLS", num_args = 0..=1, default_missing_value = "true")]
     pub flash_attention: Vec<bool>,
     /// Context-parallel degrees.
@@ -341,6 +344,9 @@ fn build_axes(a: &SweepArgs, f: &SweepFile, system: &crate::system::System) -> R
     if let Some(b) = a.ep_overlap.or(fa.ep_overlap) {
         ax.ep_overlap = b;
     }
+    if let Some(s) = a.memory_reserve.as_ref().or(fa.memory_reserve.as_ref()) {
+        ax.memory_reserve = Some(crate::units::parse_bytes("--memory-reserve", s)?);
+    }
     if let Some(s) = a.ep_dispatch.as_ref().or(fa.ep_dispatch.as_ref()) {
         ax.ep_dispatch =
             crate::cli::plan_flags::parse_enum("--ep-dispatch", s, &["alltoall", "hierarchical"])?;
@@ -374,20 +380,33 @@ fn extra_axes(a: &SweepArgs, fa: &file::AxesFile, ax: &mut Axes) -> Result<()> {
     if let Some(v) = pick(&a.etp, &fa.etp) {
         ax.etp = v;
     }
-    let cps = pick(&a.cp, &fa.cp).unwrap_or_else(|| vec![1]);
     let kinds = match pick(&a.cp_kind, &fa.cp_kind) {
-        Some(v) => v
-            .iter()
-            .map(|s| file::parse_cp_kind(s))
-            .collect::<Result<Vec<_>>>()?,
-        None => vec![crate::parallel::CpKind::Ring],
+        Some(v) => Some(
+            v.iter()
+                .map(|s| file::parse_cp_kind(s))
+                .collect::<Result<Vec<_>>>()?,
+        ),
+        None => None,
     };
-    // CP 1 has no kind: list it once.
-    ax.cp = cps
-        .iter()
-        .flat_map(|&c| kinds.iter().map(move |&k| (c, k)))
-        .filter(|&(c, k)| c > 1 || k == kinds[0])
-        .collect();
+    match (pick(&a.cp, &fa.cp), kinds) {
+        // No CP axis given: the grid's default (CP for sequences of 8,192 tokens and more).
+        (None, None) => {}
+        (None, Some(_)) => {
+            return Err(Error::input(
+                "--cp-kind",
+                "needs the CP degrees to sweep (--cp 1,2,4 or `cp` in the sweep file)",
+            ));
+        }
+        (Some(cps), kinds) => {
+            let kinds = kinds.unwrap_or_else(|| vec![crate::parallel::CpKind::Ring]);
+            // CP 1 has no kind: list it once.
+            ax.cp = cps
+                .iter()
+                .flat_map(|&c| kinds.iter().map(move |&k| (c, k)))
+                .filter(|&(c, k)| c > 1 || k == kinds[0])
+                .collect();
+        }
+    }
     if let Some(v) = pick(&a.precision, &fa.precision) {
         ax.precision = v
             .iter()
@@ -564,7 +583,6 @@ fn check_nonempty(ax: &Axes) -> Result<()> {
         ("tp_overlap", ax.tp_overlap.len()),
         ("order", ax.order.len()),
         ("flash_attention", ax.flash.len()),
-        ("cp", ax.cp.len()),
         ("precision", ax.precision.len()),
     ];
     match lens.iter().find(|(_, n)| *n == 0) {

@@ -228,7 +228,12 @@ pub fn memory_table(r: &EstimateResult) -> Result<Table> {
         ("activations", m.activations_bytes),
         ("buffers", m.buffers_bytes),
         ("total", r.memory_per_device_bytes),
+        (
+            "reserve (context, NCCL, workspaces, fragmentation)",
+            r.memory_reserve_bytes,
+        ),
         ("capacity", r.memory_capacity_bytes),
+        ("headroom", r.memory_headroom_bytes),
     ] {
         t.push(vec![Cell::text(k), Cell::q(gib(v), v)])?;
     }
@@ -243,9 +248,11 @@ fn notes(e: &Estimate) -> Vec<String> {
     let mut notes = Vec::new();
     if !e.memory.fits {
         notes.push(format!(
-            "does not fit: {} needed per device, {} available (exit status 3)",
+            "does not fit: {} needed per device, {} available ({} capacity less a {} reserve; --memory-reserve sets it) (exit status 3)",
             gib(e.memory.total.get()),
-            gib(e.memory.capacity.get())
+            gib(e.memory.capacity.get() - e.memory.reserve.get()),
+            gib(e.memory.capacity.get()),
+            gib(e.memory.reserve.get())
         ));
     }
     if e.plan.pp > 1 {
@@ -267,7 +274,12 @@ fn notes(e: &Estimate) -> Vec<String> {
             ));
         }
     }
-    notes.push("memory is for the first pipeline stage (the most activations in flight)".into());
+    let rank = crate::memory::peak_stage(&e.plan).0;
+    notes.push(if rank == 0 {
+        "memory is for the first pipeline stage (the most activations in flight)".into()
+    } else {
+        format!("memory is for pipeline rank {rank} (the most activations in flight: the first stage holds fewer layers)")
+    });
     notes
 }
 
@@ -304,9 +316,9 @@ pub fn build(
         exit_code: if r.fits { 0 } else { EXIT_DOES_NOT_FIT },
         failure: (!r.fits).then(|| {
             format!(
-                "the plan does not fit: {} needed per device, {} available",
+                "the plan does not fit: {} needed per device, {} available after the reserve",
                 gib(r.memory_per_device_bytes),
-                gib(r.memory_capacity_bytes)
+                gib(r.memory_capacity_bytes - r.memory_reserve_bytes)
             )
         }),
         data: Some(Data::Estimate(Box::new(r))),

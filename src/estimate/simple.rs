@@ -102,6 +102,7 @@ pub(super) fn dlrm<T: Trace>(
         d.activations * b * 4.0,
         2.0 * a2a_bytes,
         dev.memory(),
+        memory::reserve(dev, plan),
     );
     Ok(Estimate {
         plan: *plan,
@@ -158,6 +159,7 @@ pub(super) fn layered<T: Trace>(
         l.activation * b,
         2.0 * dp_bucket(plan).get(),
         dev.memory(),
+        memory::reserve(dev, plan),
     );
     Ok(Estimate {
         plan: *plan,

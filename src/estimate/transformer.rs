@@ -606,11 +606,11 @@ fn explain_summary<T: Trace>(
         )
     });
     tr.line(|| {
+        let (rank, layers, lmb) = memory::peak_stage(plan);
         format!(
-            "activations = per layer {} / cp × first-stage layers {} × in flight {:.3} = {} (Korthikanti et al. 2022 Eq. 1-6)",
+            "activations = per layer {} / cp × layer-micro-batches in flight on pipeline rank {rank} ({layers} layers × {:.3}) = {} (Korthikanti et al. 2022 Eq. 1-6; Megatron-core's interleaved warm-up)",
             Bytes::new(memory::layer_activation_bytes(m, plan, m.bias)),
-            plan.stages.first,
-            memory::in_flight(plan),
+            lmb / layers as f64,
             mem.activations
         )
     });

@@ -42,7 +42,13 @@ pub struct EstimateResult {
     pub memory_per_device_bytes: f64,
     /// Device memory capacity, bytes.
     pub memory_capacity_bytes: f64,
-    /// Whether `memory_per_device_bytes ≤ memory_capacity_bytes`.
+    /// Capacity set aside for the CUDA context, NCCL buffers, workspaces and allocator
+    /// fragmentation, bytes (`--memory-reserve`; default 1.5 GiB + 3 % of HBM).
+    pub memory_reserve_bytes: f64,
+    /// `memory_capacity_bytes − memory_reserve_bytes − memory_per_device_bytes`, bytes
+    /// (negative: does not fit).
+    pub memory_headroom_bytes: f64,
+    /// Whether `memory_per_device_bytes + memory_reserve_bytes ≤ memory_capacity_bytes`.
     pub fits: bool,
     /// The plan evaluated.
     pub plan: PlanValue,
@@ -221,6 +227,8 @@ impl EstimateResult {
             model_flops_per_iteration: e.metrics.model_flops,
             memory_per_device_bytes: m.total.get(),
             memory_capacity_bytes: m.capacity.get(),
+            memory_reserve_bytes: m.reserve.get(),
+            memory_headroom_bytes: m.headroom(),
             fits: m.fits,
             plan: PlanValue::from(&e.plan),
             time_breakdown: TimeBreakdown {

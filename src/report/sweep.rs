@@ -77,7 +77,9 @@ pub struct SweepRow {
     pub mfu: f64,
     /// Memory per device, bytes.
     pub memory_per_device_bytes: f64,
-    /// Fits in device memory (always true for ranked plans).
+    /// Capacity less the reserve less the memory per device, bytes (≥ 0 for ranked plans).
+    pub memory_headroom_bytes: f64,
+    /// Fits in device memory with the reserve (always true for ranked plans).
     pub fits: bool,
 }
 
@@ -92,6 +94,7 @@ impl SweepRow {
             tokens_per_s: e.metrics.tokens_per_s,
             mfu: e.metrics.mfu,
             memory_per_device_bytes: e.memory.total.get(),
+            memory_headroom_bytes: e.memory.headroom(),
             fits: e.memory.fits,
         }
     }

@@ -75,13 +75,18 @@ pub struct Axes {
     pub ep_overlap: bool,
     /// MoE token dispatch in every plan (a setting).
     pub ep_dispatch: crate::parallel::EpDispatch,
+    /// Memory reserve per device in every plan (a setting; None: each device's).
+    pub memory_reserve: Option<crate::units::Bytes>,
 }
 
 impl Axes {
     /// The default grid for `gpus` devices: every factorisation, micro-batches 1–16,
     /// GPipe, 1F1B and interleaved with v ∈ {2, 3, 4, 6, 8} (Megatron-LM needs v to divide
     /// the layers per stage, so depths of 3 and 6 serve stages of 6, 9, 12, … layers), ZeRO
-    /// 0–3, every recomputation mode, and both values of every switch.
+    /// 0–3 (not ZeRO-2 with a pipeline: no framework runs it), every recomputation mode,
+    /// both group orders, context parallelism for long sequences ([`default_cp`]), and the
+    /// practice switches (SP, TP and DP overlap, flash attention) on: Megatron-LM/NeMo
+    /// practice, which the user sweeps by listing both values.
     pub fn default_for(gpus: u32) -> Axes {
         Axes {
             gpus: vec![gpus],
@@ -89,7 +94,7 @@ impl Axes {
             tp: Vec::new(),
             pp: Vec::new(),
             ep: Vec::new(),
-            cp: vec![(1, CpKind::Ring)],
+            cp: Vec::new(),
             seq_len: Vec::new(),
             precision: vec![(Precision::Bf16, Fp8Recipe::Delayed)],
             etp: Vec::new(),
@@ -105,16 +110,17 @@ impl Axes {
             ],
             zero: vec![0, 1, 2, 3],
             recompute: vec![Recompute::None, Recompute::Selective, Recompute::Full],
-            sp: vec![false, true],
-            dp_overlap: vec![false, true],
-            tp_overlap: vec![false, true],
+            sp: vec![true],
+            dp_overlap: vec![true],
+            tp_overlap: vec![true],
             order: vec![Order::TpDpPp, Order::TpPpDp],
-            flash: vec![false, true],
+            flash: vec![true],
             hardware: super::hardware::HardwareAxes::default(),
             zero3_impl: Zero3Impl::default(),
             tp_bwd_overlap: true,
             ep_overlap: false,
             ep_dispatch: crate::parallel::EpDispatch::Alltoall,
+            memory_reserve: None,
         }
     }
 
@@ -277,7 +283,7 @@ impl Grid {
         for (si, (_, sys)) in systems.iter().enumerate() {
             let g = sys.gpus() as u32;
             let (tps, pps, eps, explicit) = degree_lists(model, &axes, g);
-            let extras = extras(&axes);
+            let extras = extras(&axes, model.transformer().map(|t| t.s as u32));
             for &tp in &tps {
                 for &pp in &pps {
                     // Only factorisations dp·tp·pp = gpus belong to the default grid;
@@ -322,6 +328,7 @@ impl Grid {
                                     tp_bwd_overlap: axes.tp_bwd_overlap,
                                     ep_overlap: axes.ep_overlap,
                                     ep_dispatch: axes.ep_dispatch,
+                                    memory_reserve: axes.memory_reserve,
                                     ..PlanSpec::default()
                                 };
                                 match estimate::plan(model, sys, &spec) {
@@ -406,7 +413,9 @@ impl Grid {
             || (groups < 2 && p.order != a.order[0])
             || (!self.transformer && p.flash_attention != a.flash[0])
             || (p.flash_attention
-                && p.recompute != canonical_light_recompute(&a.recompute, p.recompute));
+                && p.recompute != canonical_light_recompute(&a.recompute, p.recompute))
+            // ZeRO-2 with a pipeline runs in no framework (`Plan::new` refuses it).
+            || (p.zero == 2 && p.pp > 1);
         (!redundant).then_some((p, s.system))
     }
 }
@@ -420,8 +429,22 @@ type Extra = (
     Option<u32>,
 );
 
-/// The product of the CP, sequence-length, precision and ETP axes.
-fn extras(a: &Axes) -> Vec<Extra> {
+/// Context-parallel degrees of the default grid at sequence length `seq`: powers of two
+/// keeping at least 4,096 tokens per rank, from 8,192 tokens up (1 below). Published long
+/// runs sit there: Megatron-Bridge's Llama 3.1 405B recipes run CP 2 at 8,192 tokens
+/// (`perf_recipes/llama/h100/llama31.py`), Llama 3 405B ran CP 16 at 131,072 (Dubey et
+/// al. 2024, Table 4: 8,192 tokens per rank).
+pub fn default_cp(seq: u32) -> Vec<u32> {
+    let mut out = vec![1];
+    while seq >= 8192 && seq / (2 * out[out.len() - 1]) >= 4096 {
+        out.push(2 * out[out.len() - 1]);
+    }
+    out
+}
+
+/// The product of the CP, sequence-length, precision and ETP axes; an empty CP axis is
+/// [`default_cp`] of each sequence length (`model_seq` when the axis has none).
+fn extras(a: &Axes, model_seq: Option<u32>) -> Vec<Extra> {
     let opt = |v: &[u32]| -> Vec<Option<u32>> {
         if v.is_empty() {
             vec![None]
@@ -431,8 +454,17 @@ fn extras(a: &Axes) -> Vec<Extra> {
     };
     let (seqs, etps) = (opt(&a.seq_len), opt(&a.etp));
     let mut out = Vec::new();
-    for &cp in &a.cp {
-        for &s in &seqs {
+    for &s in &seqs {
+        let cps = if a.cp.is_empty() {
+            let seq = s.or(model_seq).unwrap_or(0);
+            default_cp(seq)
+                .into_iter()
+                .map(|c| (c, CpKind::Ring))
+                .collect()
+        } else {
+            a.cp.clone()
+        };
+        for &cp in &cps {
             for &p in &a.precision {
                 out.extend(etps.iter().map(|&e| (cp, s, p, e)));
             }
@@ -522,7 +554,9 @@ mod tests {
 
     #[test]
     fn knob_count_is_the_product() {
+        // ZeRO 0–3, three recomputation modes, two group orders; SP, TP and DP overlap and
+        // flash attention fixed at today's practice.
         let a = Axes::default_for(8);
-        assert_eq!(a.knob_count(), 4 * 3 * 2 * 2 * 2 * 2 * 2);
+        assert_eq!(a.knob_count(), 4 * 3 * 2);
     }
 }

@@ -84,7 +84,7 @@ impl Objective {
             Objective::Tokens => -e.metrics.tokens_per_s,
             Objective::Mfu => -e.metrics.mfu,
             Objective::Memory => e.memory.total.get(),
-            Objective::Headroom => -(e.memory.capacity.get() - e.memory.total.get()),
+            Objective::Headroom => -e.memory.headroom(),
             Objective::Cost => cost(e),
         }
     }

@@ -77,7 +77,16 @@ impl Layout {
                     .map_or(0.0, |p| p.get())
             })
             .collect();
-        let cap: Vec<f64> = sys.iter().map(|s| s.1.device.memory().get()).collect();
+        // Usable capacity: HBM less the reserve every plan of the grid runs with.
+        let reserve = |d: &crate::compute::Device| {
+            grid.axes
+                .memory_reserve
+                .unwrap_or_else(|| d.memory_reserve())
+                .get()
+        };
+        let cap: Vec<f64> = (sys.iter())
+            .map(|s| s.1.device.memory().get() - reserve(&s.1.device))
+            .collect();
         let hwa = &grid.axes.hardware;
         let promise = |h: usize| {
             let t = &sys[h].1.topology;
@@ -135,6 +144,7 @@ fn key_floor(obj: Objective, e: &Estimate, floor: f64, cap: f64, peak: f64) -> f
     let k = match obj {
         Objective::Memory => return e.memory.total.get(),
         Objective::Headroom => return -(cap - e.memory.total.get()),
+        // (`cap` is the usable capacity: HBM less the reserve.)
         Objective::Time => floor,
         Objective::Tokens => -(tokens / floor),
         Objective::Mfu => -(e.metrics.model_flops / (floor * peak * n)),
@@ -241,9 +251,8 @@ impl Ctx<'_> {
             return Outcome::Dropped(2);
         };
         let mut e = *e;
-        let cap = self.grid.systems[si].1.device.memory();
-        e.memory.capacity = cap;
-        e.memory.fits = e.memory.total.get() <= cap.get();
+        let dev = &self.grid.systems[si].1.device;
+        e.memory = (e.memory).on_capacity(dev.memory(), crate::memory::reserve(dev, &e.plan));
         if !e.memory.fits {
             return Outcome::Dropped(1);
         }

@@ -86,14 +86,7 @@ pub(super) fn stage_memory(c: &Ctx, params: f64, trainable: f64, plan: &Plan) ->
     states[0] += (params - trainable) * 2.0;
     states[0] += params * lowp::weight_copy_bytes(plan.precision, plan.fp8_recipe);
     let per_layer = memory::layer_activation_bytes(c.m, plan, c.m.bias) / plan.cp as f64;
-    let st = plan.stages;
-    let fl = memory::in_flight(plan);
-    let second = if plan.pp > 2 {
-        st.mid_max as f64 * fl * (plan.pp - 1) as f64 / plan.pp as f64
-    } else {
-        0.0
-    };
-    let acts = per_layer * (st.first as f64 * fl).max(second);
+    let acts = per_layer * memory::peak_stage(plan).2;
     let logits = if plan.pp == 1 {
         c.tokens * c.m.v / plan.tp as f64 * 4.0
     } else {
@@ -113,7 +106,13 @@ pub(super) fn stage_memory(c: &Ctx, params: f64, trainable: f64, plan: &Plan) ->
         0.0
     };
     let buffers = 2.0 * c.r * c.e + bucket + logits + prefetch;
-    Memory::new(states, acts, buffers, c.dev.memory())
+    Memory::new(
+        states,
+        acts,
+        buffers,
+        c.dev.memory(),
+        memory::reserve(c.dev, plan),
+    )
 }
 
 /// Bytes of gathered ZeRO-3 weights and unsharded gradients resident besides the shards.
