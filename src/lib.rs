@@ -12,6 +12,7 @@
 #![cfg_attr(feature = "python", deny(unsafe_code))]
 
 pub mod astra;
+pub mod band;
 pub mod calibrate;
 pub mod catalog;
 pub mod cli;

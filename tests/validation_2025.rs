@@ -165,6 +165,35 @@ fn errors_by_group(print: bool) -> BTreeMap<String, Vec<f64>> {
     groups
 }
 
+/// The value of flag `--{k}` in a command.
+fn flag_value<'a>(args: &'a [String], k: &str) -> &'a str {
+    let i = args.iter().position(|a| a == &format!("--{k}")).unwrap();
+    &args[i + 1]
+}
+
+/// Each row's residual `ln(measured / estimated)` with what groups it (the prediction
+/// bands' data, `presets/bands/runs-2025.csv`).
+#[test]
+fn band_residuals_are_current() {
+    let mut rows = Vec::new();
+    for (i, r) in runs().iter().enumerate() {
+        if r.precision.is_none() {
+            continue;
+        }
+        let args = command(r).unwrap();
+        rows.push(astrolabe::band::Residual {
+            row: i as u32 + 2,
+            gpu: r.gpu.clone(),
+            moe: is_moe(r),
+            precision: flag_value(&args, "precision").to_string(),
+            gpus: r.num_gpus,
+            log_ratio: (r.step_time_s / estimate_s(&args)).ln(),
+        });
+    }
+    assert_eq!(rows.len(), 144);
+    common::check_band_residuals("runs-2025", &rows);
+}
+
 /// (median |error|, 90th percentile |error|) of a group (nearest rank).
 fn stats(v: &[f64]) -> (f64, f64) {
     let mut a: Vec<f64> = v.iter().map(|e| e.abs()).collect();

@@ -256,11 +256,14 @@ fn planned(r: &Run) -> Result<Vec<String>, &'static str> {
 }
 
 struct Outcome {
+    /// Each estimated row's residual (the prediction bands' data).
+    residuals: Vec<astrolabe::band::Residual>,
     errors: Vec<f64>,
     left_out: usize,
 }
 
 fn run_all(print: bool) -> Outcome {
+    let mut residuals = Vec::new();
     let mut errors = Vec::new();
     let mut left_out = 0;
     if print {
@@ -275,6 +278,15 @@ fn run_all(print: bool) -> Outcome {
                 let (m, e, _) = evaluate(r, &args);
                 let err = e / m - 1.0;
                 errors.push(err);
+                let at = |k: &str| &args[args.iter().position(|a| a == k).unwrap() + 1];
+                residuals.push(astrolabe::band::Residual {
+                    row: i as u32 + 2,
+                    gpu: r.gpu.clone(),
+                    moe: false,
+                    precision: at("--precision").clone(),
+                    gpus: at("--gpus").parse().unwrap(),
+                    log_ratio: (m / e).ln(),
+                });
                 if print {
                     println!(
                         "| {} | {} | {} {}×{} | `{}` | {m:.3} | {e:.3} | {:+.1}% |",
@@ -303,7 +315,11 @@ fn run_all(print: bool) -> Outcome {
             }
         }
     }
-    Outcome { errors, left_out }
+    Outcome {
+        residuals,
+        errors,
+        left_out,
+    }
 }
 
 fn median_abs(v: &[f64]) -> f64 {
@@ -337,6 +353,14 @@ fn every_stated_plan_is_an_estimate_command() {
 /// Issue 11's bound on the median (|error| ≤ 7 %); it holds (2.3 %). Three preset values
 /// were fitted on rows of this set (docs/validation-modern.md names the rows and gives
 /// their leave-one-out errors), so this median is partly in-sample.
+/// Each estimated row's residual `ln(measured / estimated)` with what groups it (the
+/// prediction bands' data, `presets/bands/runs.csv`; runs.csv's rows are dense models).
+#[test]
+fn band_residuals_are_current() {
+    let o = run_all(false);
+    common::check_band_residuals("runs", &o.residuals);
+}
+
 #[test]
 fn issue_11_median_bound() {
     let o = run_all(false);

@@ -194,6 +194,15 @@ pub fn throughput_table(r: &EstimateResult) -> Result<Table> {
             ),
         ),
     ];
+    let b = &r.band;
+    rows.push((
+        "iteration time, 80% band: low",
+        Cell::q(Seconds::new(b.low_s), b.low_s),
+    ));
+    rows.push((
+        "iteration time, 80% band: high",
+        Cell::q(Seconds::new(b.high_s), b.high_s),
+    ));
     if r.mfu_at_precision_peak != r.mfu {
         rows.push((
             "MFU (of the plan precision's peak: NVIDIA's convention)",
@@ -238,6 +247,17 @@ pub fn memory_table(r: &EstimateResult) -> Result<Table> {
         t.push(vec![Cell::text(k), Cell::q(gib(v), v)])?;
     }
     Ok(t)
+}
+
+/// The band's note: its bounds, the runs and the group they come from.
+pub fn band_note(b: &crate::band::Band) -> String {
+    format!(
+        "80% band {} – {}: {} published runs ({}) fell this far from their estimates (docs/validation.md, \"Prediction bands\")",
+        Seconds::new(b.low_s),
+        Seconds::new(b.high_s),
+        b.runs,
+        b.group
+    )
 }
 
 fn gib(b: f64) -> String {
@@ -296,6 +316,7 @@ pub fn build(
 ) -> Result<Report> {
     let mut r = EstimateResult::new(model, system, e, tokens, defaults_used);
     r.notes = notes(e);
+    r.notes.push(band_note(&r.band));
     if !r.defaults_used.is_empty() {
         r.notes.push(format!(
             "defaults used (Megatron-LM/NeMo practice; set any with its flag): {}",
@@ -303,6 +324,24 @@ pub fn build(
         ));
     }
     r.explain = explain;
+    if !r.explain.is_empty() {
+        let (b, t) = (&r.band, r.iteration_time_s);
+        let n = b.runs as f64;
+        r.explain.push(format!(
+            "80% band: residuals ln(measured/estimated) of the {} published runs in group \"{}\" (presets/bands/), sorted; ranks ⌊(n+1)·0.1⌋ = {} and ⌈(n+1)·0.9⌉ = {} give {:+.4} and {:+.4}; band = T·e^r = {} · [{:.4}, {:.4}] = {} – {}",
+            b.runs,
+            b.group,
+            ((n + 1.0) * 0.1).floor().clamp(1.0, n),
+            ((n + 1.0) * 0.9).ceil().clamp(1.0, n),
+            (b.low_s / t).ln(),
+            (b.high_s / t).ln(),
+            Seconds::new(t),
+            b.low_s / t,
+            b.high_s / t,
+            Seconds::new(b.low_s),
+            Seconds::new(b.high_s)
+        ));
+    }
     let tables = vec![
         plan_table(&r, &system.topology.to_string(), &domains_text(system))?,
         time_table(&r)?,

@@ -25,6 +25,9 @@ pub struct EstimateResult {
     pub device: String,
     /// Time of one training iteration, seconds.
     pub iteration_time_s: f64,
+    /// 80 % prediction band of `iteration_time_s` from the residuals of comparable
+    /// published runs (`crate::band`).
+    pub band: crate::band::Band,
     /// Tokens per second (samples per second for non-sequence models).
     pub tokens_per_s: f64,
     /// Samples (sequences) per second.
@@ -219,6 +222,7 @@ impl EstimateResult {
             system: system.name().to_string(),
             device: system.device.name().to_string(),
             iteration_time_s: t.total.get(),
+            band: crate::band::of(model, system, e),
             tokens_per_s: e.metrics.tokens_per_s,
             samples_per_s: e.metrics.samples_per_s,
             mfu: e.metrics.mfu,

@@ -188,3 +188,30 @@ pub fn estimate_cli(args: &[String]) -> (astrolabe::estimate::Estimate, astrolab
         .unwrap_or_else(|e| panic!("{args:?}: {e}"));
     (e, sc.plan)
 }
+
+/// Checks the shipped residuals of public set `set` (`presets/bands/{set}.csv`, read by
+/// the prediction bands) against `rows`, as this model computes them today; with
+/// `ASTROLABE_BLESS=1` writes them instead.
+pub fn check_band_residuals(set: &str, rows: &[astrolabe::band::Residual]) {
+    let path = format!("presets/bands/{set}.csv");
+    if std::env::var_os("ASTROLABE_BLESS").is_some() {
+        let mut w = csv::Writer::from_path(&path).expect("writable presets/bands");
+        for r in rows {
+            w.serialize(r).unwrap();
+        }
+        w.flush().unwrap();
+        return;
+    }
+    let text = std::fs::read_to_string(&path).unwrap();
+    let shipped = astrolabe::band::parse(&text).unwrap();
+    let stale = shipped.len() != rows.len()
+        || shipped.iter().zip(rows).any(|(a, b)| {
+            (a.row, &a.gpu, a.moe, &a.precision, a.gpus)
+                != (b.row, &b.gpu, b.moe, &b.precision, b.gpus)
+                || (a.log_ratio - b.log_ratio).abs() > 1e-6
+        });
+    assert!(
+        !stale,
+        "{path} is stale (the model's errors on this set changed): rerun this test with ASTROLABE_BLESS=1"
+    );
+}
