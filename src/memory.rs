@@ -82,15 +82,53 @@ pub fn layer_activation_bytes(m: &Transformer, plan: &Plan, dropout: bool) -> f6
         return 2.0 * sbh / split_by(plan.sp);
     }
     let kv_ratio = m.kv_heads as f64 / m.heads as f64;
-    let mlp = if m.gated { 6.0 } else { 4.0 } * m.f / h * m.top_k as f64;
-    let split = 4.0 + 4.0 * kv_ratio + mlp;
-    let replicated = if dropout { 10.0 } else { 8.0 };
+    let mlp = mlp_term(m, m.f, m.top_k as f64);
     let scores = if plan.flash_attention || plan.recompute == Recompute::Selective {
         0.0
     } else {
         (if dropout { 5.0 } else { 2.0 }) * m.heads as f64 * s / h
     };
+    if let Some(hy) = &m.hybrid {
+        return sbh * hybrid_layer_terms(m, hy, plan, dropout, kv_ratio, scores);
+    }
+    let split = 4.0 + 4.0 * kv_ratio + mlp;
+    let replicated = if dropout { 10.0 } else { 8.0 };
     sbh * (replicated / split_by(plan.sp) + split / t + scores / t)
+}
+
+/// The MLP's split activations per `s·b·h` for `k` experts of width `f`: `4·f/h` (`6·f/h`
+/// SwiGLU) each.
+fn mlp_term(m: &Transformer, f: f64, k: f64) -> f64 {
+    (if m.gated { 6.0 } else { 4.0 }) * f / m.h * k
+}
+
+/// A hybrid model's layer activations per `s·b·h`, averaged over its layers
+/// (`model::mamba`): every layer keeps its pre-norm's input and output, `R₁ = 4` (5 with a
+/// dropout mask) replicated unless SP; then its block's split terms: attention
+/// `4 + 4·kv/a` and the scores, a dense MLP `4·f/h` (`6·f/h` SwiGLU), an MoE layer the same
+/// × top_k, a Mamba layer [`Mamba::activation_bytes`] at `t` = 1 over `h`:
+/// `(2·(2·d_in + 2·g·N + H) + 6·d_in)/h`. A transformer layer is one attention and one MLP
+/// block (`R = 2·R₁`).
+///
+/// [`Mamba::activation_bytes`]: crate::model::Mamba::activation_bytes
+fn hybrid_layer_terms(
+    m: &Transformer,
+    hy: &crate::model::Hybrid,
+    plan: &Plan,
+    dropout: bool,
+    kv_ratio: f64,
+    scores: f64,
+) -> f64 {
+    let t = plan.tp as f64;
+    let r1 = if dropout { 5.0 } else { 4.0 };
+    let rep = r1 / if plan.sp { t } else { 1.0 };
+    let n = hy.counts;
+    let mamba = hy.mamba.map_or(0.0, |mb| mb.activation_bytes(1.0) / m.h);
+    let split = n.attention as f64 * (4.0 + 4.0 * kv_ratio + scores)
+        + n.mlp as f64 * mlp_term(m, m.dense_f, 1.0)
+        + n.moe as f64 * mlp_term(m, m.f, m.top_k as f64)
+        + n.mamba as f64 * mamba;
+    rep + split / t / m.layers as f64
 }
 
 /// Micro-batches whose activations the first pipeline stage holds at its peak:

@@ -7,6 +7,7 @@
 pub mod attention;
 pub mod dlrm;
 pub mod layered;
+pub mod mamba;
 pub mod moe;
 pub mod transformer;
 
@@ -16,8 +17,9 @@ use serde::{Deserialize, Serialize};
 pub use attention::{Attention, MlaSpec, Split};
 pub use dlrm::{Dlrm, DlrmSpec};
 pub use layered::{Layered, LayeredSpec};
+pub use mamba::{LayerCounts, LayerKind, Mamba, MambaSpec};
 pub use moe::MoeSpec;
-pub use transformer::{Activation, Transformer, TransformerSpec};
+pub use transformer::{Activation, Hybrid, Transformer, TransformerSpec};
 
 /// A model file as written.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
