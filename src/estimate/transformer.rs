@@ -475,7 +475,8 @@ fn hybrid_parts<T: Trace>(c: &Ctx, hy: &crate::model::Hybrid, tr: &mut T) -> Res
         });
     }
     // The pattern has at least one layer (its length is `layers` ≥ 1).
-    let tpw = tpw.ok_or_else(|| crate::error::Error::input("transformer.hybrid_pattern", "is empty"))?;
+    let tpw =
+        tpw.ok_or_else(|| crate::error::Error::input("transformer.hybrid_pattern", "is empty"))?;
     tr.line(|| {
         let k = hy.counts;
         format!(

@@ -98,13 +98,19 @@ impl Mamba {
             ("chunk", s.chunk),
         ] {
             if v == 0 {
-                return Err(Error::input(format!("transformer.mamba.{k}"), "must be ≥ 1"));
+                return Err(Error::input(
+                    format!("transformer.mamba.{k}"),
+                    "must be ≥ 1",
+                ));
             }
         }
         if !s.heads.is_multiple_of(s.groups) {
             return Err(Error::input(
                 "transformer.mamba.groups",
-                format!("must divide heads ({}): each group serves heads/groups heads", s.heads),
+                format!(
+                    "must divide heads ({}): each group serves heads/groups heads",
+                    s.heads
+                ),
             ));
         }
         Ok(Mamba {
@@ -306,7 +312,9 @@ impl LayerCounts {
         if len != layers {
             return Err(Error::input(
                 what,
-                format!("has {len} layers but transformer.layers is {layers}: one character per layer"),
+                format!(
+                    "has {len} layers but transformer.layers is {layers}: one character per layer"
+                ),
             ));
         }
         Ok(n)
@@ -402,9 +410,15 @@ mod tests {
             }
         );
         let e = LayerCounts::parse("M-M*", 5).unwrap_err().to_string();
-        assert!(e.contains("has 4 layers but transformer.layers is 5"), "{e}");
+        assert!(
+            e.contains("has 4 layers but transformer.layers is 5"),
+            "{e}"
+        );
         let e = LayerCounts::parse("M-G*", 4).unwrap_err().to_string();
-        assert!(e.contains("character 3 ('G')") && e.contains("Gated DeltaNet"), "{e}");
+        assert!(
+            e.contains("character 3 ('G')") && e.contains("Gated DeltaNet"),
+            "{e}"
+        );
         let e = LayerCounts::parse("M-M*/MM", 7).unwrap_err().to_string();
         assert!(e.contains("character 5 ('/')") && e.contains("MTP"), "{e}");
     }

@@ -284,7 +284,10 @@ impl Transformer {
             ));
         }
         for (key, set) in [
-            ("moe.dense_layers", spec.moe.is_some_and(|m| m.dense_layers > 0)),
+            (
+                "moe.dense_layers",
+                spec.moe.is_some_and(|m| m.dense_layers > 0),
+            ),
             ("mtp_layers", spec.mtp_layers > 0),
             ("sliding_window", spec.sliding_window.is_some()),
             ("mla", spec.mla.is_some()),

@@ -434,11 +434,7 @@ pub(super) fn layer<T: Trace>(c: &Ctx, tr: &mut T) -> Result<(Block, TpWindows)>
     } else {
         (0.0, 0.0)
     };
-    let (perm, perm_k) = if mlp_on {
-        permute_bytes(c)
-    } else {
-        (0.0, 0.0)
-    };
+    let (perm, perm_k) = if mlp_on { permute_bytes(c) } else { (0.0, 0.0) };
     // Kernels besides rotary, permute and Mamba's: LayerNorm and bias-dropout-add per
     // block, the MLP's activation; backward also the gradient sums.
     let (k_f, k_b) = match c.part {
@@ -449,7 +445,12 @@ pub(super) fn layer<T: Trace>(c: &Ctx, tr: &mut T) -> Result<(Block, TpWindows)>
     let (mam_f, mam_b, mam_kf, mam_kb) = match (c.part, mamba(c)) {
         (Part::Mamba, Some(mb)) => {
             let x = mb.bytes(c.plan.tp as f64);
-            (x.fwd * c.tokens, x.bwd * c.tokens, x.fwd_kernels, x.bwd_kernels)
+            (
+                x.fwd * c.tokens,
+                x.bwd * c.tokens,
+                x.fwd_kernels,
+                x.bwd_kernels,
+            )
         }
         _ => (0.0, 0.0, 0.0, 0.0),
     };
