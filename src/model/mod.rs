@@ -47,8 +47,9 @@ pub struct ModelSpec {
 /// The validated architecture.
 #[derive(Clone, Debug, PartialEq)]
 pub enum ModelKind {
-    /// Transformer (dense, GQA, SwiGLU, MoE).
-    Transformer(Transformer),
+    /// Transformer (dense, GQA, SwiGLU, MoE, hybrid Mamba); boxed, as it is much larger
+    /// than the other kinds (evaluation reads it by reference).
+    Transformer(Box<Transformer>),
     /// DLRM: embedding tables + MLPs.
     Dlrm(Dlrm),
     /// A generic list of layers (CNNs such as ResNet-50).
@@ -69,7 +70,7 @@ impl Model {
     pub fn from_spec(spec: ModelSpec) -> Result<Model> {
         let what = format!("model '{}'", spec.name);
         let kind = match (&spec.transformer, &spec.dlrm, &spec.layered) {
-            (Some(t), None, None) => ModelKind::Transformer(Transformer::from_spec(t)?),
+            (Some(t), None, None) => ModelKind::Transformer(Box::new(Transformer::from_spec(t)?)),
             (None, Some(d), None) => ModelKind::Dlrm(Dlrm::from_spec(d)?),
             (None, None, Some(l)) => ModelKind::Layered(Layered::from_spec(l)?),
             _ => {
