@@ -11,66 +11,23 @@ use serde_json::Value;
 
 /// Nemotron-H 56B on 16 H100s: TP 8 with SP, CP 2, one sequence of 8192 (4096 tokens per
 /// rank), BF16, fused attention.
-const CP2: [&str; 20] = [
-    "estimate",
-    "--model",
-    "nemotron-h-56b",
-    "--system",
-    "dgx-h100",
-    "--gpus",
-    "16",
-    "--tp",
-    "8",
-    "--cp",
-    "2",
-    "--sequence-parallel",
-    "--global-batch",
-    "1",
-    "--micro-batch",
-    "1",
-    "--precision",
-    "bf16",
-    "--flash-attention",
-    "--explain",
-];
+const CP2: &str = "estimate --model nemotron-h-56b --system dgx-h100 --gpus 16 --tp 8 --cp 2 \
+    --sequence-parallel --global-batch 1 --micro-batch 1 --precision bf16 --flash-attention \
+    --explain";
+
+/// A command line's words.
+fn words(line: &str) -> Vec<&str> {
+    line.split_whitespace().collect()
+}
 
 /// The `--explain` output of Nemotron-H 56B on 64 H100s (TP 8 with SP, DP 8), one
 /// sequence of 4096 per micro-batch, BF16, fused attention.
 fn explain() -> String {
-    let out = bin()
-        .args([
-            "estimate",
-            "--model",
-            "nemotron-h-56b",
-            "--system",
-            "dgx-h100",
-        ])
-        .args([
-            "--gpus",
-            "64",
-            "--tp",
-            "8",
-            "--sequence-parallel",
-            "--seq-len",
-            "4096",
-        ])
-        .args([
-            "--micro-batch",
-            "1",
-            "--global-batch",
-            "8",
-            "--precision",
-            "bf16",
-        ])
-        .args(["--flash-attention", "--explain"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
+    common::text(&words(
+        "estimate --model nemotron-h-56b --system dgx-h100 --gpus 64 --tp 8 --sequence-parallel \
+         --seq-len 4096 --micro-batch 1 --global-batch 8 --precision bf16 --flash-attention \
+         --explain",
+    ))
 }
 
 /// The first `--explain` line containing `needle`.
@@ -83,7 +40,7 @@ fn explain_line(needle: &str) -> String {
 }
 
 fn cp2() -> Value {
-    json(&CP2)
+    json(&words(CP2))
 }
 
 fn comm_bytes(v: &Value, class: &str) -> f64 {
@@ -222,14 +179,15 @@ fn the_mean_layer_weighs_each_kind_by_its_count() {
     assert_relative_eq!(micros(mean, "backward"), b, max_relative = 2e-3);
 }
 
-#[test]
-fn a_bad_pattern_names_the_file_and_the_character() {
+/// The stderr of estimating Nemotron-H 8B with `from` replaced by `to` in its model file,
+/// asserting exit status 2 and that the message names the file.
+fn edited_8b_error(from: &str, to: &str) -> String {
     let text = astrolabe::catalog::MODELS
         .iter()
         .find(|e| e.name == "nemotron-h-8b")
         .unwrap()
         .text
-        .replace("M-M-M-M*-M-M-M-M-M*", "M-X-M-M*-M-M-M-M-M*");
+        .replace(from, to);
     let path = common::tmp("hybrid").join("bad-hybrid.toml");
     std::fs::write(&path, text).unwrap();
     let out = bin()
@@ -238,29 +196,28 @@ fn a_bad_pattern_names_the_file_and_the_character() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
-    let err = String::from_utf8_lossy(&out.stderr);
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
     assert!(err.contains("bad-hybrid.toml"), "{err}");
+    err
+}
+
+#[test]
+fn a_bad_pattern_names_the_file_and_the_character() {
+    let err = edited_8b_error("M-M-M-M*-M-M-M-M-M*", "M-X-M-M*-M-M-M-M-M*");
     assert!(
         err.contains("transformer.hybrid_pattern") && err.contains("character 3 ('X')"),
         "{err}"
     );
     // One character short of the 52 layers.
-    let short = astrolabe::catalog::MODELS
-        .iter()
-        .find(|e| e.name == "nemotron-h-8b")
-        .unwrap()
-        .text
-        .replace("M-M-M-M-M-\"", "M-M-M-M-M\"");
-    std::fs::write(&path, short).unwrap();
-    let out = bin()
-        .args(["estimate", "--model", path.to_str().unwrap()])
-        .args(["--system", "dgx-h100", "--gpus", "8"])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2));
-    let err = String::from_utf8_lossy(&out.stderr);
+    let err = edited_8b_error("M-M-M-M-M-\"", "M-M-M-M-M\"");
     assert!(
         err.contains("has 51 layers but transformer.layers is 52"),
+        "{err}"
+    );
+    // An MoE layer in a model without [transformer.moe].
+    let err = edited_8b_error("M-M-M-M*-M-M-M-M-M*", "M-E-M-M*-M-M-M-M-M*");
+    assert!(
+        err.contains("has E layers: needs a [transformer.moe] table"),
         "{err}"
     );
 }
@@ -269,36 +226,14 @@ fn a_bad_pattern_names_the_file_and_the_character() {
 fn plans_megatron_refuses_are_refused() {
     // 8 groups cannot split over TP 16; 256/8 = 32 heads per TP rank cannot split over
     // CP 64.
-    common::usage_error(
-        &[
-            "estimate",
-            "--model",
-            "nemotron-h-56b",
-            "--system",
-            "dgx-h100",
-            "--gpus",
-            "16",
-            "--tp",
-            "16",
-        ],
-        "--tp",
-    );
-    common::usage_error(
-        &[
-            "estimate",
-            "--model",
-            "nemotron-h-56b",
-            "--system",
-            "dgx-h100",
-            "--gpus",
-            "512",
-            "--tp",
-            "8",
-            "--cp",
-            "64",
-        ],
-        "--cp",
-    );
+    let refused = [
+        ("--gpus 16 --tp 16", "--tp"),
+        ("--gpus 512 --tp 8 --cp 64", "--cp"),
+    ];
+    for (plan, flag) in refused {
+        let line = format!("estimate --model nemotron-h-56b --system dgx-h100 {plan}");
+        common::usage_error(&words(&line), flag);
+    }
 }
 
 /// One published hybrid run (tests/data/modern/hybrid-runs.csv).
@@ -406,4 +341,31 @@ fn published_hybrid_runs() {
     // The three dense-hybrid rows (no MoE): within the H100/Blackwell dense groups' spread.
     let dense: Vec<f64> = errors[..3].iter().map(|e| e.abs()).collect();
     assert!(dense.iter().all(|&e| e <= 0.17), "{dense:?}");
+}
+
+#[test]
+fn ssd_scan_time_is_its_four_gemms_and_their_gradients() {
+    // 32 chunks of Q = 128 on TP 8 (1 group, 32 heads per rank), batched GEMMs (M, N, K,
+    // batch) at the 16-bit peak: C·Bᵀ (128, 128, 256, 32), states (64, 256, 128, 1024),
+    // C·state (128, 64, 256, 1024), diagonal (128, 64, 128, 1024). Forward: their sum.
+    // Backward: for each, the gradients of both operands (M×K×N and K×N×M), plus C·Bᵀ and the
+    // states recomputed (mamba_ssm `_mamba_chunk_scan_combined_bwd`).
+    let dev = astrolabe::catalog::device("h100-sxm").unwrap();
+    let peak = dev.peak(astrolabe::compute::Precision::Bf16).unwrap();
+    let g = |m: f64, n: f64, k: f64, b: f64| dev.gemm_time(peak, m, n, k, b).get() * 1e6;
+    let shapes = [
+        (128.0, 128.0, 256.0, 32.0),
+        (64.0, 256.0, 128.0, 1024.0),
+        (128.0, 64.0, 256.0, 1024.0),
+        (128.0, 64.0, 128.0, 1024.0),
+    ];
+    let fwd: f64 = shapes.iter().map(|&(m, n, k, b)| g(m, n, k, b)).sum();
+    let grads: f64 = shapes
+        .iter()
+        .map(|&(m, n, k, b)| g(m, k, n, b) + g(k, n, m, b))
+        .sum();
+    let bwd = grads + g(128.0, 128.0, 256.0, 32.0) + g(64.0, 256.0, 128.0, 1024.0);
+    let line = explain_line("SSD scan");
+    assert_relative_eq!(micros(&line, "→ fwd"), fwd, max_relative = 1e-3);
+    assert_relative_eq!(micros(&line, "recomputed)"), bwd, max_relative = 1e-3);
 }
