@@ -125,21 +125,63 @@ pub fn layer_activation_bytes(m: &Transformer, plan: &Plan, dropout: bool) -> f6
     }
     let q = saved_input_bytes(plan.precision, plan.fp8_recipe);
     let kv_ratio = m.kv_heads as f64 / m.heads as f64;
-    let fc1_out = if m.gated { 4.0 } else { 2.0 };
-    let mlp = (fc1_out + q) * m.f / h * m.top_k as f64;
+    let mlp = mlp_term(m, m.f, m.top_k as f64, q);
     let proj_in = if q < 2.0 && plan.flash_attention {
         2.0 + q
     } else {
         q
     };
-    let split = 2.0 + 4.0 * kv_ratio + proj_in + mlp;
-    let replicated = 4.0 + 2.0 * q + if dropout { 2.0 } else { 0.0 };
     let scores = if plan.flash_attention || plan.recompute == Recompute::Selective {
         0.0
     } else {
         (if dropout { 5.0 } else { 2.0 }) * m.heads as f64 * s / h
     };
+    // A norm's input (2 B) and its output feeding a GEMM (`q` B).
+    let norm = 2.0 + q;
+    let attention = 2.0 + 4.0 * kv_ratio + proj_in;
+    if let Some(hy) = &m.hybrid {
+        let x = (norm, attention, q);
+        return sbh * hybrid_layer_terms(m, hy, plan, dropout, x, scores);
+    }
+    let split = attention + mlp;
+    let replicated = 2.0 * norm + if dropout { 2.0 } else { 0.0 };
     sbh * (replicated / split_by(plan.sp) + split / t + scores / t)
+}
+
+/// The MLP's split activations per `s·b·h` for `k` experts of width `f`, with the FC2
+/// input kept at `q` bytes per element: `(2 + q)·f/h` (`(4 + q)·f/h` SwiGLU) each; `4·f/h`
+/// (`6·f/h`) in 16-bit.
+fn mlp_term(m: &Transformer, f: f64, k: f64, q: f64) -> f64 {
+    (if m.gated { 4.0 } else { 2.0 } + q) * f / m.h * k
+}
+
+/// A hybrid model's layer activations per `s·b·h`, averaged over its layers
+/// (`model::mamba`): every layer keeps its pre-norm's input and output, `R₁ = 2 + q` (4 in
+/// 16-bit; +1 with a dropout mask) replicated unless SP; then its block's split terms:
+/// attention `2 + 4·kv/a` plus the projection input and the scores, a dense MLP
+/// [`mlp_term`], an MoE layer the same × top_k, a Mamba layer [`Mamba::activation_bytes`] at `t` = 1 over `h`:
+/// `(2·(2·d_in + 2·g·N + H) + 6·d_in)/h`. A transformer layer is one attention and one MLP
+/// block (`R = 2·R₁`).
+///
+/// [`Mamba::activation_bytes`]: crate::model::Mamba::activation_bytes
+fn hybrid_layer_terms(
+    m: &Transformer,
+    hy: &crate::model::Hybrid,
+    plan: &Plan,
+    dropout: bool,
+    (norm, attention, q): (f64, f64, f64),
+    scores: f64,
+) -> f64 {
+    let t = plan.tp as f64;
+    let r1 = norm + if dropout { 1.0 } else { 0.0 };
+    let rep = r1 / if plan.sp { t } else { 1.0 };
+    let n = hy.counts;
+    let mamba = hy.mamba.map_or(0.0, |mb| mb.activation_bytes(1.0) / m.h);
+    let split = n.attention as f64 * (attention + scores)
+        + n.mlp as f64 * mlp_term(m, m.dense_f, 1.0, q)
+        + n.moe as f64 * mlp_term(m, m.f, m.top_k as f64, q)
+        + n.mamba as f64 * mamba;
+    rep + split / t / m.layers as f64
 }
 
 /// Bytes per element of a linear layer's input saved for its weight-gradient GEMM: 2 in

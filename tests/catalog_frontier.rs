@@ -166,3 +166,61 @@ fn llama3_70b_on_dgx_h800_runs_and_pays_for_the_slower_nvlink() {
     assert!(h800 > h100, "H800 {h800} s vs H100 {h100} s");
     assert!(h800 < 2.25 * h100, "H800 {h800} s vs H100 {h100} s");
 }
+
+#[test]
+fn nemotron_h_matches_its_paper() {
+    // NVIDIA 2025, "Nemotron-H" (arXiv 2504.03624): 8B, 47B and 56B. The hand counts are in
+    // each model file (56B: 54 Mamba layers of 438 432 512, 10 attention layers of
+    // 151 003 136, 54 MLP layers of 536 879 104, untied embeddings 2·131072·8192, final norm:
+    // 56.324e9). The paper rounds to whole billions (±0.9% at 56B); 2% bounds both.
+    let src = "Nemotron-H, arXiv 2504.03624";
+    let t = transformer("nemotron-h-56b");
+    let hand = 54.0 * 438_432_512.0
+        + 10.0 * 151_003_136.0
+        + 54.0 * 536_879_104.0
+        + 2.0 * 131072.0 * 8192.0
+        + 8192.0;
+    assert!((t.params() - hand).abs() < 1.0, "{} vs {hand}", t.params());
+    close("nemotron-h-56b total", t.params(), 56e9, 0.02, src);
+    close(
+        "nemotron-h-47b total",
+        transformer("nemotron-h-47b").params(),
+        47e9,
+        0.02,
+        src,
+    );
+    close(
+        "nemotron-h-8b total",
+        transformer("nemotron-h-8b").params(),
+        8e9,
+        0.02,
+        src,
+    );
+}
+
+#[test]
+fn nemotron_3_nano_matches_its_model_card() {
+    // NVIDIA Nemotron 3 Nano 30B-A3B model card and report: 31.6B parameters, 3.6B active
+    // with the embeddings. By hand: 23 Mamba layers of 38 744 896, 6 attention layers of
+    // 23 399 040, 23 MoE layers of 128·2·2688·1856 + 2·2688·3712 + 2688·128 + 2688 =
+    // 1 297 468 032, embeddings 2·131072·2688, final norm: 31.578e9; active: the MoE layers
+    // with 6 of their 128 experts, 3.580e9. Three significant figures: 1% and 2%.
+    let src = "Nemotron 3 Nano 30B-A3B model card";
+    let t = transformer("nemotron-3-nano-30b-a3b");
+    let hy = t.hybrid.expect("a hybrid model");
+    let hand = 23.0 * 38_744_896.0
+        + 6.0 * 23_399_040.0
+        + 23.0 * 1_297_468_032.0
+        + 2.0 * 131072.0 * 2688.0
+        + 2688.0;
+    assert!((t.params() - hand).abs() < 1.0, "{} vs {hand}", t.params());
+    close("nemotron-3-nano total", t.params(), 31.6e9, 0.01, src);
+    let idle = hy.counts.moe as f64 * (t.experts - t.top_k) as f64 * t.mlp_params;
+    close(
+        "nemotron-3-nano active",
+        t.params() - idle,
+        3.6e9,
+        0.02,
+        src,
+    );
+}

@@ -115,8 +115,33 @@ impl Block {
     }
 }
 
+/// Which block of a layer a [`Ctx`] times: a transformer layer (attention + MLP), or one
+/// layer of a hybrid model (`model::mamba`): attention only, MLP (dense or MoE) only, or a
+/// Mamba mixer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Part {
+    Layer,
+    Attention,
+    Mlp,
+    Mamba,
+}
+
+impl Part {
+    /// The block has the attention's column/row-parallel pair of linears (a Mamba layer's
+    /// input and output projections take their place).
+    fn attention_pair(self) -> bool {
+        self != Part::Mlp
+    }
+    /// The block has the MLP's column/row-parallel pair.
+    fn mlp_pair(self) -> bool {
+        matches!(self, Part::Layer | Part::Mlp)
+    }
+}
+
 struct Ctx<'a> {
     m: &'a Transformer,
+    /// The block of the layer being timed.
+    part: Part,
     dev: &'a Device,
     peak: FlopRate,
     /// Peak of the attention-core GEMMs: BF16 when the linear layers run in FP8
@@ -246,8 +271,10 @@ pub(super) fn evaluate<T: Trace>(
     } else {
         &place.dp
     };
+    hybrid_plan_checks(m, plan)?;
     let c = Ctx {
         m,
+        part: Part::Layer,
         grad_span,
         dev,
         peak,
@@ -396,6 +423,9 @@ pub(crate) struct Parts {
 }
 
 fn parts<T: Trace>(c: &Ctx, tr: &mut T) -> Result<Parts> {
+    if let Some(hy) = &c.m.hybrid {
+        return hybrid_parts(c, hy, tr);
+    }
     let (lay, tpw) = layer(c, tr)?;
     let dense = if c.m.dense_layers > 0 {
         let dm = c.m.dense_layer();
@@ -411,6 +441,101 @@ fn parts<T: Trace>(c: &Ctx, tr: &mut T) -> Result<Parts> {
         first,
         last,
     })
+}
+
+/// The blocks of a hybrid model (`model::mamba`): each kind of layer timed on its own
+/// (`M` a Mamba mixer, `*` attention, `-` the dense MLP of `ffn_hidden`, `E` the MoE), and
+/// the layer of a stage taken as their mean over the pattern,
+/// `T_layer = Σ_k (L_k/L)·T_k`, so that a stage of `n` layers holds `n·T_layer` (its
+/// share of every kind; exact for a stage that holds whole periods of the pattern, and
+/// for one stage). The TP windows and their link traffic are averaged the same way.
+fn hybrid_parts<T: Trace>(c: &Ctx, hy: &crate::model::Hybrid, tr: &mut T) -> Result<Parts> {
+    use crate::model::LayerKind;
+    let l = c.m.layers as f64;
+    let dense = c.m.dense_layer();
+    let mut lay = Block::default();
+    let mut tpw: Option<tp::TpWindows> = None;
+    for (kind, n) in hy.counts.kinds() {
+        if n == 0 {
+            continue;
+        }
+        let (m, part, name) = match kind {
+            LayerKind::Mamba => (c.m, Part::Mamba, "Mamba (M)"),
+            LayerKind::Attention => (c.m, Part::Attention, "attention (*)"),
+            LayerKind::Mlp => (&dense, Part::Mlp, "MLP (-)"),
+            LayerKind::Moe => (c.m, Part::Mlp, "MoE (E)"),
+        };
+        tr.line(|| format!(" {name} layers: {n} of {}", c.m.layers));
+        let (b, w) = layer(&Ctx { m, part, ..*c }, tr)?;
+        let k = n as f64 / l;
+        lay = lay.add(b, k);
+        tpw = Some(match tpw {
+            None => w.scaled(k),
+            Some(acc) => acc.plus(&w.scaled(k)),
+        });
+    }
+    // The pattern has at least one layer (its length is `layers` ≥ 1).
+    let tpw =
+        tpw.ok_or_else(|| crate::error::Error::input("transformer.hybrid_pattern", "is empty"))?;
+    tr.line(|| {
+        let k = hy.counts;
+        format!(
+            " mean layer = ({}·T_M + {}·T_* + {}·T_- + {}·T_E)/{}: forward {}, backward {}",
+            k.mamba,
+            k.attention,
+            k.mlp,
+            k.moe,
+            c.m.layers,
+            lay.fwd.compute() + lay.fwd.tp + lay.fwd.ep + lay.fwd.cp + lay.fwd.slow,
+            lay.bwd.compute() + lay.bwd.tp + lay.bwd.ep + lay.bwd.cp + lay.bwd.slow
+        )
+    });
+    let (first, last) = ends(c, &tpw, tr)?;
+    Ok(Parts {
+        lay,
+        tpw,
+        dense: lay,
+        first,
+        last,
+    })
+}
+
+/// What a hybrid model needs of a plan (Megatron-LM `MambaMixer` and
+/// `MambaContextParallel` asserts): TP divides the Mamba heads and groups; with CP, CP
+/// divides the heads per TP rank and the groups per TP rank divide CP or CP them. LoRA is
+/// not modelled for Mamba layers.
+fn hybrid_plan_checks(m: &Transformer, plan: &Plan) -> Result<()> {
+    let Some(mb) = m.hybrid.and_then(|h| h.mamba) else {
+        return Ok(());
+    };
+    let bad = |flag: &str, msg: String| Err(crate::error::Error::input(flag, msg));
+    let (t, cp) = (plan.tp as f64, plan.cp as f64);
+    if mb.heads % t != 0.0 || mb.groups % t != 0.0 {
+        return bad(
+            "--tp",
+            format!(
+                "{} must divide the Mamba heads ({}) and groups ({}) (Megatron-LM splits both over TP)",
+                plan.tp, mb.heads, mb.groups
+            ),
+        );
+    }
+    let (ht, gt) = (mb.heads / t, mb.groups / t);
+    if cp > 1.0 && (ht % cp != 0.0 || (gt % cp != 0.0 && cp % gt != 0.0)) {
+        return bad(
+            "--cp",
+            format!(
+                "{} must divide the Mamba heads per TP rank ({ht}), and divide or be a multiple of the groups per TP rank ({gt})",
+                plan.cp
+            ),
+        );
+    }
+    if plan.lora_rank > 0 {
+        return bad(
+            "--lora-rank",
+            "LoRA is not modelled for hybrid Mamba models".to_string(),
+        );
+    }
+    Ok(())
 }
 
 /// Whether two groups (each of size > 1) span a common network dimension.

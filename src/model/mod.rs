@@ -7,6 +7,7 @@
 pub mod attention;
 pub mod dlrm;
 pub mod layered;
+pub mod mamba;
 pub mod moe;
 pub mod transformer;
 
@@ -16,8 +17,9 @@ use serde::{Deserialize, Serialize};
 pub use attention::{Attention, MlaSpec, Split};
 pub use dlrm::{Dlrm, DlrmSpec};
 pub use layered::{Layered, LayeredSpec};
+pub use mamba::{LayerCounts, LayerKind, Mamba, MambaSpec};
 pub use moe::MoeSpec;
-pub use transformer::{Activation, Transformer, TransformerSpec};
+pub use transformer::{Activation, Hybrid, Transformer, TransformerSpec};
 
 /// A model file as written.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -45,8 +47,9 @@ pub struct ModelSpec {
 /// The validated architecture.
 #[derive(Clone, Debug, PartialEq)]
 pub enum ModelKind {
-    /// Transformer (dense, GQA, SwiGLU, MoE).
-    Transformer(Transformer),
+    /// Transformer (dense, GQA, SwiGLU, MoE, hybrid Mamba); boxed, as it is much larger
+    /// than the other kinds (evaluation reads it by reference).
+    Transformer(Box<Transformer>),
     /// DLRM: embedding tables + MLPs.
     Dlrm(Dlrm),
     /// A generic list of layers (CNNs such as ResNet-50).
@@ -67,7 +70,7 @@ impl Model {
     pub fn from_spec(spec: ModelSpec) -> Result<Model> {
         let what = format!("model '{}'", spec.name);
         let kind = match (&spec.transformer, &spec.dlrm, &spec.layered) {
-            (Some(t), None, None) => ModelKind::Transformer(Transformer::from_spec(t)?),
+            (Some(t), None, None) => ModelKind::Transformer(Box::new(Transformer::from_spec(t)?)),
             (None, Some(d), None) => ModelKind::Dlrm(Dlrm::from_spec(d)?),
             (None, None, Some(l)) => ModelKind::Layered(Layered::from_spec(l)?),
             _ => {

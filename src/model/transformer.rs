@@ -4,6 +4,7 @@
 //! (parameters, FLOPs per token) precomputed.
 
 use super::attention::{Attention, LayerAttention, MlaSpec, Window};
+use super::mamba::{LayerCounts, Mamba, MambaSpec};
 use super::moe::{MoeSpec, mlp_params};
 use crate::error::{Error, Result};
 use serde::{Deserialize, Serialize};
@@ -17,6 +18,9 @@ pub enum Activation {
     Gelu,
     /// SwiGLU: three matrices (gate, up, down) (Shazeer 2020; LLaMA).
     Swiglu,
+    /// Squared ReLU, `relu(x)²`: two matrices like GeLU, one elementwise pass (So et al.
+    /// 2021, Primer; Nemotron-H, Megatron-LM `squared_relu`).
+    SquaredRelu,
 }
 
 /// `[transformer]` table of a model file.
@@ -80,6 +84,23 @@ pub struct TransformerSpec {
     /// `sliding_window`: every layer.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub attention_pattern: Option<Vec<LayerAttention>>,
+    /// Hybrid model: one character per layer, Megatron-LM's `hybrid_override_pattern`
+    /// (`M` Mamba, `*` attention, `-` dense MLP of `ffn_hidden`, `E` MoE of `[moe]`).
+    /// Unset: every layer is attention + MLP.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hybrid_pattern: Option<String>,
+    /// The Mamba-2 mixer of the pattern's `M` layers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mamba: Option<MambaSpec>,
+}
+
+/// The layers of a hybrid model ([`TransformerSpec::hybrid_pattern`]), validated.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Hybrid {
+    /// Layers of each kind.
+    pub counts: LayerCounts,
+    /// The Mamba mixer (`None` when the pattern has no `M`).
+    pub mamba: Option<Mamba>,
 }
 
 fn yes() -> bool {
@@ -147,6 +168,8 @@ pub struct Transformer {
     pub other_layer_params: f64,
     /// Embedding parameters (token, position, untied output).
     pub embedding_params: f64,
+    /// A hybrid layer pattern (`None`: every layer is attention + MLP).
+    pub hybrid: Option<Hybrid>,
 }
 
 impl Transformer {
@@ -207,10 +230,76 @@ impl Transformer {
             spec.layers,
             spec.causal,
         )?;
+        let hybrid = Self::hybrid(spec)?;
         Ok(Transformer {
             window,
+            hybrid,
             ..Self::derive(spec, kv, f, moe)
         })
+    }
+
+    /// Validates `hybrid_pattern` and `[transformer.mamba]`: the pattern has one layer per
+    /// `layers`; `M` layers need the mamba table and `E` layers the moe table, and neither
+    /// table is left unused; features whose per-layer placement the pattern would have to
+    /// say (dense first layers, MTP modules, sliding windows, MLA) are refused.
+    fn hybrid(spec: &TransformerSpec) -> Result<Option<Hybrid>> {
+        let w = "transformer";
+        let Some(p) = &spec.hybrid_pattern else {
+            if spec.mamba.is_some() {
+                return Err(Error::input(
+                    format!("{w}.mamba"),
+                    "needs hybrid_pattern (which layers are Mamba layers), e.g. \"M-M*-\"",
+                ));
+            }
+            return Ok(None);
+        };
+        let counts = LayerCounts::parse(p, spec.layers)?;
+        let mamba = match (&spec.mamba, counts.mamba) {
+            (Some(m), 1..) => Some(Mamba::from_spec(m)?),
+            (None, 1..) => {
+                return Err(Error::input(
+                    format!("{w}.hybrid_pattern"),
+                    "has M layers: needs a [transformer.mamba] table (heads, head_dim, state, groups)",
+                ));
+            }
+            (Some(_), 0) => {
+                return Err(Error::input(
+                    format!("{w}.mamba"),
+                    "is unused: hybrid_pattern has no M layer",
+                ));
+            }
+            (None, 0) => None,
+        };
+        let routed = spec.moe.is_some_and(|m| m.experts > 1);
+        if counts.moe > 0 && !routed {
+            return Err(Error::input(
+                format!("{w}.hybrid_pattern"),
+                "has E layers: needs a [transformer.moe] table with experts > 1",
+            ));
+        }
+        if counts.moe == 0 && spec.moe.is_some() {
+            return Err(Error::input(
+                format!("{w}.moe"),
+                "is unused: hybrid_pattern has no E layer",
+            ));
+        }
+        for (key, set) in [
+            (
+                "moe.dense_layers",
+                spec.moe.is_some_and(|m| m.dense_layers > 0),
+            ),
+            ("mtp_layers", spec.mtp_layers > 0),
+            ("sliding_window", spec.sliding_window.is_some()),
+            ("mla", spec.mla.is_some()),
+        ] {
+            if set {
+                return Err(Error::input(
+                    format!("{w}.{key}"),
+                    "is not modelled with hybrid_pattern (the pattern says what each layer is)",
+                ));
+            }
+        }
+        Ok(Some(Hybrid { counts, mamba }))
     }
 
     fn derive(spec: &TransformerSpec, kv: u32, f: u32, moe: MoeSpec) -> Transformer {
@@ -267,6 +356,7 @@ impl Transformer {
             dense_mlp_params: mlp_params(h, f as f64, gated, bias),
             other_layer_params: norm + router,
             embedding_params: 0.0,
+            hybrid: None,
         };
         t.embedding_params = spec.vocab as f64 * h + untied + norm / 2.0;
         t.with_seq_len(spec.seq_len)
@@ -302,12 +392,17 @@ impl Transformer {
                 self.other_layer_params
             },
             dense_layers: 0,
+            hybrid: None,
             ..*self
         }
     }
 
-    /// Parameters of one MoE (or dense) layer: attention + experts × MLP + shared + norms/router.
+    /// Parameters of one MoE (or dense) layer: attention + experts × MLP + shared + norms/router;
+    /// for a hybrid model the mean over its layers ([`Self::hybrid_layer_params`]).
     pub fn layer_params(&self) -> f64 {
+        if let Some(hy) = &self.hybrid {
+            return self.hybrid_layer_params(hy, self.experts as f64);
+        }
         self.attn_params
             + self.experts as f64 * self.mlp_params
             + self.shared_params
@@ -327,6 +422,28 @@ impl Transformer {
             + mtp
     }
 
+    /// Parameters of a hybrid model's layers, averaged over them, counting `routed` routed
+    /// experts per MoE layer (`E` for the model, fewer for one device's share): each layer
+    /// has one pre-norm (`n₁`, half a transformer layer's two) and its block,
+    /// `Σ_k L_k·P_k / L` with `P_M` the Mamba layer ([`Mamba::params`], its norm
+    /// included), `P_* = attention + n₁`, `P_- = dense MLP + n₁`,
+    /// `P_E = routed·expert + shared + router + n₁`.
+    pub fn hybrid_layer_params(&self, hy: &Hybrid, routed: f64) -> f64 {
+        let router = if self.experts > 1 {
+            self.h * self.experts as f64
+        } else {
+            0.0
+        };
+        let n1 = (self.other_layer_params - router) / 2.0;
+        let c = hy.counts;
+        let mamba = hy.mamba.map_or(0.0, |m| m.params(self.h));
+        let sum = c.mamba as f64 * mamba
+            + c.attention as f64 * (self.attn_params + n1)
+            + c.mlp as f64 * (self.dense_mlp_params + n1)
+            + c.moe as f64 * (routed * self.mlp_params + self.shared_params + router + n1);
+        sum / self.layers as f64
+    }
+
     /// Matrix parameters a token passes through in one layer (top_k routed experts and
     /// the shared ones).
     pub fn active_matmul_params_per_layer(&self) -> f64 {
@@ -342,7 +459,23 @@ impl Transformer {
     /// (unmasked) s×s matrix; layers with a sliding window count their band instead
     /// ([`Self::attention_core_flops_per_token`]). MTP modules add a layer, their
     /// projection and a head each.
+    ///
+    /// A hybrid model sums its layers by kind: `L_*·(2·P_attn + core) + L_-·2·P_mlp +
+    /// L_E·2·(k·P_expert + P_shared) + L_M·F_mamba` ([`Mamba::forward_flops_per_token`])
+    /// plus the head, the sum Megatron-Bridge's `flop_utils.hybrid_flops` takes (with its
+    /// own scan term).
     pub fn forward_flops_per_token(&self) -> f64 {
+        if let Some(hy) = &self.hybrid {
+            let w = |f: f64| if self.gated { 3.0 } else { 2.0 } * self.h * f;
+            let c = hy.counts;
+            let core = 2.0 * self.s * self.heads as f64 * (self.attn.qk_d + self.attn.v_d);
+            let mamba = hy.mamba.map_or(0.0, |m| m.forward_flops_per_token(self.h));
+            return c.attention as f64 * (2.0 * self.attn.params(self.h, false) + core)
+                + c.mlp as f64 * 2.0 * w(self.dense_f)
+                + c.moe as f64 * 2.0 * (self.top_k as f64 * w(self.f) + w(self.shared_f))
+                + c.mamba as f64 * mamba
+                + 2.0 * self.v * self.h;
+        }
         let core = self.attention_core_flops_per_token();
         let layer = 2.0 * self.active_matmul_params_per_layer() + core;
         let d = self.dense_layers as f64;
@@ -360,9 +493,14 @@ impl Transformer {
     /// the layers: `2·k·a·(d_qk + d_v)` (`4·k·a·d` for MHA/GQA) with `k` the keys a query's
     /// row holds before the causal mask: `s` (Korthikanti et al. 2022's unmasked s×s,
     /// above), or fewer with sliding windows ([`Window::row_keys`]).
+    /// A hybrid model's mean counts its attention layers only (`L_*/L` of the layers).
     pub fn attention_core_flops_per_token(&self) -> f64 {
         let keys = self.window.map_or(self.s, |w| w.row_keys(self.s));
-        2.0 * keys * self.heads as f64 * (self.attn.qk_d + self.attn.v_d)
+        let core = 2.0 * keys * self.heads as f64 * (self.attn.qk_d + self.attn.v_d);
+        match &self.hybrid {
+            Some(hy) => core * hy.counts.attention as f64 / self.layers as f64,
+            None => core,
+        }
     }
 }
 
@@ -392,6 +530,8 @@ mod tests {
             mtp_layers: 0,
             sliding_window: None,
             attention_pattern: None,
+            hybrid_pattern: None,
+            mamba: None,
         })
         .unwrap()
     }
@@ -443,6 +583,8 @@ mod tests {
             mtp_layers: 0,
             sliding_window: None,
             attention_pattern: None,
+            hybrid_pattern: None,
+            mamba: None,
         })
         .unwrap();
         assert_relative_eq!(t.params(), 68.98e9, max_relative = 2e-3);

@@ -14,8 +14,13 @@
 //! tokens × the QKV width per TP rank) and the attention output (`a·d_v/t`); backward
 //! exchanges their gradients. Each all-to-all moves `(c−1)/c` of its buffer and waits
 //! for the attention that depends on it: exposed.
+//!
+//! Mamba layers of a hybrid model always exchange all-to-all (Megatron-LM
+//! `megatron/core/ssm/mamba_context_parallel.py`): the input projection's output
+//! `(2·d_in + 2·g·N + H)/t` per token before the scan and `y` (`d_in/t`) after it, each
+//! pass; MLP layers exchange nothing.
 
-use super::Ctx;
+use super::{Ctx, Part};
 use crate::collective::Collective as C;
 use crate::error::Result;
 use crate::estimate::coll;
@@ -45,6 +50,24 @@ pub(super) fn cp_comm(c: &Ctx, att_f: Seconds, att_b: Seconds) -> Result<CpComm>
     let (m, t) = (c.m, c.plan.tp as f64);
     let tokens = c.tokens;
     let span = &c.place.cp;
+    match (c.part, m.hybrid.and_then(|h| h.mamba)) {
+        (Part::Mlp, _) => return Ok(CpComm::default()),
+        (Part::Mamba, Some(mb)) => {
+            // Megatron-LM `MambaContextParallel`: all-to-all of z, x, B, C, dt from sequence
+            // to head shards before the convolution and scan, and of y back after it;
+            // backward, their gradients. Exposed, as the Ulysses exchanges below.
+            let pre = tokens * mb.in_proj_width(t) * c.e;
+            let post = tokens * mb.d_inner() / t * c.e;
+            let x = coll(C::AllToAll, pre, span, c.coll)? + coll(C::AllToAll, post, span, c.coll)?;
+            return Ok(CpComm {
+                fwd: (x, Seconds::ZERO),
+                bwd: (x, Seconds::ZERO),
+                bytes: (pre + post, pre + post),
+                slow: (Seconds::ZERO, Seconds::ZERO),
+            });
+        }
+        _ => {}
+    }
     match c.plan.cp_kind {
         CpKind::Ring => {
             let kv_t = (m.attn.kv_heads / t).max(1.0);

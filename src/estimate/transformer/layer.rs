@@ -5,7 +5,7 @@
 use super::comm::ep_comm;
 use super::cp::cp_comm;
 use super::tp::{TpWindows, tp_windows};
-use super::{Block, Ctx, Pass};
+use super::{Block, Ctx, Part, Pass};
 use super::{lora, lowp};
 use crate::collective::Collective as C;
 use crate::error::Result;
@@ -41,17 +41,31 @@ impl Linears {
     }
 }
 
-/// The GEMMs of one transformer layer, each timed from its shape.
+/// The GEMMs of one transformer layer, each timed from its shape. A hybrid model's layer
+/// has one pair: attention, the MLP, or a Mamba mixer's input projection `h → (2·d_in +
+/// 2·g·N + H)/t` (column-parallel) and output projection `d_in/t → h` (row-parallel) in
+/// the attention's slots (Megatron-LM `MambaMixer`: `in_proj`, `out_proj`).
 pub(super) fn linears<T: Trace>(c: &Ctx, tr: &mut T) -> Linears {
     let (m, t) = (c.m, c.plan.tp as f64);
     let g = if m.gated { 2.0 } else { 1.0 };
     // (M, N, K, batch, TP group: 0 attention col, 1 attention row, 2 MLP col, 3 MLP row,
     // 4 router)
     let mut shapes = [(0.0, 0.0, 0.0, 0.0, 0usize); 10];
-    for (i, &(n, k, split)) in m.attn.projections(m.h, t).iter().enumerate() {
-        shapes[i] = (c.tokens, n, k, 1.0, if split == Split::Col { 0 } else { 1 });
+    match (c.part, mamba(c)) {
+        (Part::Mamba, Some(mb)) => {
+            shapes[0] = (c.tokens, mb.in_proj_width(t), m.h, 1.0, 0);
+            shapes[1] = (c.tokens, m.h, mb.d_inner() / t, 1.0, 1);
+        }
+        (Part::Layer | Part::Attention, _) => {
+            for (i, &(n, k, split)) in m.attn.projections(m.h, t).iter().enumerate() {
+                shapes[i] = (c.tokens, n, k, 1.0, if split == Split::Col { 0 } else { 1 });
+            }
+        }
+        _ => {}
     }
-    if m.experts > 1 {
+    if !c.part.mlp_pair() {
+        // No MLP in this block.
+    } else if m.experts > 1 {
         let (e, ep, k) = (m.experts as f64, c.plan.ep as f64, m.top_k as f64);
         // Expert tensor parallelism (etp | t): each rank runs its E/ep experts split etp
         // ways on etp/t of the routed tokens, times the busiest expert's load.
@@ -130,7 +144,9 @@ pub(super) fn linears<T: Trace>(c: &Ctx, tr: &mut T) -> Linears {
             out.wgrad[group] += wg;
         }
         tr.line(|| {
-            let attn = if m.attn.mla.is_some() {
+            let attn = if c.part == Part::Mamba {
+                ["Mamba in_proj", "Mamba out_proj", "", "", ""]
+            } else if m.attn.mla.is_some() {
                 ["query down", "query up", "KV down", "KV up", "attention projection"]
             } else {
                 ["QKV", "attention projection", "", "", ""]
@@ -165,6 +181,11 @@ pub(super) fn linears<T: Trace>(c: &Ctx, tr: &mut T) -> Linears {
 /// matrix and masks it (Megatron-LM's `FusedScaleMaskSoftmax`), so a window saves nothing
 /// there.
 pub(super) fn attention<T: Trace>(c: &Ctx, tr: &mut T) -> (Seconds, Seconds) {
+    match c.part {
+        Part::Mlp => return (Seconds::ZERO, Seconds::ZERO),
+        Part::Mamba => return ssd_scan(c, tr),
+        Part::Layer | Part::Attention => {}
+    }
     // With CP each rank holds s/c queries against all s keys (load-balanced causal
     // chunks: the same work on every rank).
     let (m, s) = (c.m, c.m.s);
@@ -206,6 +227,53 @@ pub(super) fn attention<T: Trace>(c: &Ctx, tr: &mut T) -> (Seconds, Seconds) {
         format!(
             "  attention core: {batch} × (s×s) scores; QKᵀ {qk}, attention·V {av}; softmax+dropout move {} → fwd {f}, bwd {b}",
             Bytes::new(scores * (4.0 + drop))
+        )
+    });
+    (f, b)
+}
+
+/// The Mamba mixer of a hybrid model's `M` layer (`None` for other models).
+fn mamba(c: &Ctx) -> Option<crate::model::Mamba> {
+    c.m.hybrid.and_then(|h| h.mamba)
+}
+
+/// The SSD scan's matrix products of one Mamba layer on one TP rank: (forward, backward)
+/// time. Each of the four per-chunk products of [`Mamba::scan_gemms`] runs as a batched
+/// GEMM of `b·s/Q` chunks × the rank's groups or heads at the 16-bit peak (mamba_ssm's
+/// Triton kernels; Transformer Engine's FP8 does not reach them); backward runs two GEMMs
+/// per product (the gradients of both operands, as a linear layer's data and weight
+/// gradients) and recomputes `C·Bᵀ` and the chunk states first (mamba_ssm
+/// `_mamba_chunk_scan_combined_bwd`). With Mamba context parallelism each rank holds the
+/// whole sequence for `H/(t·c)` heads after its all-to-all: the same chunks × heads.
+///
+/// [`Mamba::scan_gemms`]: crate::model::Mamba::scan_gemms
+fn ssd_scan<T: Trace>(c: &Ctx, tr: &mut T) -> (Seconds, Seconds) {
+    let Some(mb) = mamba(c) else {
+        return (Seconds::ZERO, Seconds::ZERO);
+    };
+    let chunks = c.tokens / mb.chunk;
+    let mut f = Seconds::ZERO;
+    let mut b = Seconds::ZERO;
+    for (i, &(mm, n, k, per)) in mb.scan_gemms(c.plan.tp as f64).iter().enumerate() {
+        let batch = chunks * per;
+        let fwd = c.attn_gemm(mm, n, k, batch);
+        f += fwd;
+        b += c.attn_gemm(mm, k, n, batch) + c.attn_gemm(k, n, mm, batch);
+        if i < 2 {
+            b += fwd;
+        }
+    }
+    tr.line(|| {
+        let t = c.plan.tp as f64;
+        format!(
+            "  SSD scan (chunk Q = {}): {chunks} chunks × (C·Bᵀ {q}×{q}×{n} on {g} groups; states {p}×{n}×{q}, C·state {q}×{p}×{n}, diagonal {q}×{p}×{q} on {h} heads); {:.4e} FLOP per token on this rank → fwd {f}, bwd (two gradients each, C·Bᵀ and states recomputed) {b}",
+            mb.chunk,
+            mb.scan_flops_per_token() / t,
+            q = mb.chunk,
+            n = mb.state,
+            p = mb.head_dim,
+            g = mb.groups / t,
+            h = mb.heads / t,
         )
     });
     (f, b)
@@ -330,7 +398,17 @@ pub(super) fn layer<T: Trace>(c: &Ctx, tr: &mut T) -> Result<(Block, TpWindows)>
     let (lin_f, lin_b) = lin.total();
     let (att_f, att_b) = attention(c, tr);
     let cpc = cp_comm(c, att_f, att_b)?;
-    let act = c.tokens * (m.f * m.top_k as f64 + m.shared_f) / c.plan.tp as f64;
+    let (attn_on, mlp_on) = (
+        matches!(c.part, Part::Layer | Part::Attention),
+        c.part.mlp_pair(),
+    );
+    // A hybrid model's layer has one pre-norm and one residual add, not two.
+    let halves = if c.part == Part::Layer { 2.0 } else { 1.0 };
+    let act = if mlp_on {
+        c.tokens * (m.f * m.top_k as f64 + m.shared_f) / c.plan.tp as f64
+    } else {
+        0.0
+    };
     let (act_f, act_b) = if m.gated { (6.0, 10.0) } else { (4.0, 6.0) };
     let (bda_f, bda_b) = if m.bias { (7.0, 5.0) } else { (6.0, 2.0) };
     // Forward: LayerNorm ×2 (read + write, 4 B/elem) and bias-dropout-add ×2 (7 B/elem)
@@ -338,29 +416,61 @@ pub(super) fn layer<T: Trace>(c: &Ctx, tr: &mut T) -> Result<(Block, TpWindows)>
     // dropout ×2 (5 B/elem), autograd's sum of the two gradients reaching each residual
     // input ×2 (6 B/elem), and bias gradients (column sums: read the output gradient of
     // QKV and of the two row-parallel layers, 2 B/elem).
-    let qkv_out = c.tokens * m.attn.qkv_width(c.plan.tp as f64);
+    let qkv_out = if attn_on {
+        c.tokens * m.attn.qkv_width(c.plan.tp as f64)
+    } else {
+        0.0
+    };
     let bias_grads = if m.bias {
-        2.0 * qkv_out + 2.0 * 2.0 * c.rep
+        2.0 * qkv_out + 2.0 * halves * c.rep
     } else {
         0.0
     };
     // Rotary embedding: Megatron-core's `apply_rotary_pos_emb` runs one fused kernel on the
     // queries and one on the keys (apex `fused_apply_rotary_pos_emb`), read + write 2 B/elem,
     // and the same on their gradients backward.
-    let (rope, rope_k) = if m.rotary {
+    let (rope, rope_k) = if m.rotary && attn_on {
         (c.tokens * m.attn.rope_width(c.plan.tp as f64), 2.0)
     } else {
         (0.0, 0.0)
     };
-    let (perm, perm_k) = permute_bytes(c);
+    let (perm, perm_k) = if mlp_on { permute_bytes(c) } else { (0.0, 0.0) };
+    // Kernels besides rotary, permute and Mamba's: LayerNorm and bias-dropout-add per
+    // block, the MLP's activation; backward also the gradient sums.
+    let (k_f, k_b) = match c.part {
+        Part::Layer => (5.0, 10.0),
+        Part::Mlp => (3.0, 5.0),
+        Part::Attention | Part::Mamba => (2.0, 5.0),
+    };
+    let (mam_f, mam_b, mam_kf, mam_kb) = match (c.part, mamba(c)) {
+        (Part::Mamba, Some(mb)) => {
+            let x = mb.bytes(c.plan.tp as f64);
+            (
+                x.fwd * c.tokens,
+                x.bwd * c.tokens,
+                x.fwd_kernels,
+                x.bwd_kernels,
+            )
+        }
+        _ => (0.0, 0.0, 0.0, 0.0),
+    };
     let mem_f = c.mem(
-        c.rep * 2.0 * (4.0 + bda_f) + act * act_f + 4.0 * rope + perm,
-        5.0 + rope_k + perm_k,
+        c.rep * halves * (4.0 + bda_f) + act * act_f + 4.0 * rope + perm + mam_f,
+        k_f + rope_k + perm_k + mam_kf,
     );
     let mem_b = c.mem(
-        c.rep * 2.0 * (6.0 + bda_b + 6.0) + act * act_b + bias_grads + 4.0 * rope + perm,
-        10.0 + rope_k + perm_k,
+        c.rep * halves * (6.0 + bda_b + 6.0) + act * act_b + bias_grads + 4.0 * rope + perm + mam_b,
+        k_b + rope_k + perm_k + mam_kb,
     );
+    if mam_f > 0.0 {
+        tr.line(|| {
+            format!(
+                "  Mamba memory-bound (convolution, dt, chunk states, state passing, C·Bᵀ, chunk scan, gated RMSNorm): fwd {mam_f:.4e} B in {mam_kf} kernels → {}, bwd {mam_b:.4e} B in {mam_kb} kernels → {}",
+                c.mem(mam_f, mam_kf),
+                c.mem(mam_b, mam_kb)
+            )
+        });
+    }
     if perm > 0.0 {
         tr.line(|| {
             let t = c.mem(perm, perm_k);
@@ -369,9 +479,13 @@ pub(super) fn layer<T: Trace>(c: &Ctx, tr: &mut T) -> Result<(Block, TpWindows)>
             )
         });
     }
-    tr.line(|| format!("  memory-bound: LayerNorm ×2, bias-dropout-add ×2 on {} elements, activation on {act}, rotary embedding on {rope}: fwd {mem_f}, bwd {mem_b}", c.rep));
+    tr.line(|| format!("  memory-bound: LayerNorm ×{halves}, bias-dropout-add ×{halves} on {} elements, activation on {act}, rotary embedding on {rope}: fwd {mem_f}, bwd {mem_b}", c.rep));
     let tp = tp_windows(c, &lin, tr)?;
-    let (ep1, ep_b1) = ep_comm(c)?;
+    let (ep1, ep_b1) = if mlp_on {
+        ep_comm(c)?
+    } else {
+        (Seconds::ZERO, 0.0)
+    };
     // The busiest EP rank sends and receives the imbalance times the mean.
     let (ep1, ep_b1) = (ep1 * c.plan.moe_imbalance, ep_b1 * c.plan.moe_imbalance);
     let ep = ep_window(c, ep1, lin_f + att_f + mem_f, lin_b + att_b + mem_b);
@@ -405,6 +519,7 @@ pub(super) fn layer<T: Trace>(c: &Ctx, tr: &mut T) -> Result<(Block, TpWindows)>
         Recompute::None => Pass::default(),
         Recompute::Full => fwd,
         Recompute::Selective if c.plan.flash_attention => Pass::default(),
+        Recompute::Selective if !attn_on => Pass::default(),
         Recompute::Selective => Pass {
             gemm: att_f,
             ..Pass::default()

@@ -27,8 +27,14 @@ pub(super) fn stage_params(m: &Transformer, plan: &Plan) -> f64 {
 
 /// Parameters of one transformer layer on one device: attention, the local experts'
 /// MLPs (E/ep of them, split etp ways), shared experts and norms, split over TP.
+/// A hybrid model's layer is the mean over its pattern (`Transformer::hybrid_layer_params`
+/// with the local routed experts).
 pub(super) fn layer_params(m: &Transformer, plan: &Plan) -> f64 {
     let t = plan.tp as f64;
+    if let Some(hy) = &m.hybrid {
+        let routed = m.experts as f64 / plan.ep as f64 * (t / plan.etp as f64);
+        return m.hybrid_layer_params(hy, routed) / t;
+    }
     (m.attn_params
         + m.experts as f64 / plan.ep as f64 * m.mlp_params * (t / plan.etp as f64)
         + m.shared_params

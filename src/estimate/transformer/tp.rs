@@ -49,6 +49,37 @@ pub(super) struct TpWindows {
     pub(super) gather: Seconds,
 }
 
+impl TpWindows {
+    /// The windows of `k` layers (a hybrid model's share of one kind).
+    pub(super) fn scaled(&self, k: f64) -> TpWindows {
+        TpWindows {
+            fwd: self.fwd.times(k),
+            bwd: self.bwd.times(k),
+            bytes: (self.bytes.0 * k, self.bytes.1 * k),
+            busy: (
+                windows::scaled(&self.busy.0, k),
+                windows::scaled(&self.busy.1, k),
+            ),
+            ..*self
+        }
+    }
+
+    /// Two blocks' windows in sequence; the residual-stream collectives (`reduce`,
+    /// `gather`) are the same for every block and kept.
+    pub(super) fn plus(&self, o: &TpWindows) -> TpWindows {
+        TpWindows {
+            fwd: self.fwd + o.fwd,
+            bwd: self.bwd + o.bwd,
+            bytes: (self.bytes.0 + o.bytes.0, self.bytes.1 + o.bytes.1),
+            busy: (
+                windows::plus(&self.busy.0, &o.busy.0),
+                windows::plus(&self.busy.1, &o.busy.1),
+            ),
+            ..*self
+        }
+    }
+}
+
 /// Whether chunked TP comm–GEMM overlap runs: asked for, with SP, TP group inside the
 /// NVLink domain (the first `scale_up_dims` dimensions).
 pub(super) fn chunked_overlap(c: &Ctx) -> bool {
@@ -85,43 +116,74 @@ pub(super) fn tp_windows<T: Trace>(c: &Ctx, lin: &Linears, tr: &mut T) -> Result
         let (ag, ag_b) = coll_busy(C::AllGather, bytes, span, c.coll, c.tp_dp_share)?;
         let (rs, rs_b) = coll_busy(C::ReduceScatter, bytes, span, c.coll, c.tp_dp_share)?;
         let k = c.kappa;
-        let fwd = piped(ag, lin.fwd[0], k)
-            + piped(rs, lin.fwd[1], k)
-            + piped(ag, lin.fwd[2], k)
-            + piped(rs, lin.fwd[3], k);
-        let bwd = beside(ag, lin.dgrad[0], k)
-            + beside(rs, lin.wgrad[0], k)
-            + beside(ag, lin.dgrad[2], k)
-            + beside(rs, lin.wgrad[2], k)
-            + piped(ag, lin.dgrad[1], k)
-            + piped(ag, lin.dgrad[3], k);
+        // The pairs of linears the block has: [0, 1] attention (or Mamba projections),
+        // [2, 3] MLP; a transformer layer has both, a hybrid model's layer one.
+        let pair = |i: usize| {
+            let fwd = piped(ag, lin.fwd[i], k) + piped(rs, lin.fwd[i + 1], k);
+            let bwd = beside(ag, lin.dgrad[i], k)
+                + beside(rs, lin.wgrad[i], k)
+                + piped(ag, lin.dgrad[i + 1], k);
+            (fwd, bwd)
+        };
+        let (fwd, bwd) = match (c.part.attention_pair(), c.part.mlp_pair()) {
+            (true, true) => (
+                piped(ag, lin.fwd[0], k)
+                    + piped(rs, lin.fwd[1], k)
+                    + piped(ag, lin.fwd[2], k)
+                    + piped(rs, lin.fwd[3], k),
+                beside(ag, lin.dgrad[0], k)
+                    + beside(rs, lin.wgrad[0], k)
+                    + beside(ag, lin.dgrad[2], k)
+                    + beside(rs, lin.wgrad[2], k)
+                    + piped(ag, lin.dgrad[1], k)
+                    + piped(ag, lin.dgrad[3], k),
+            ),
+            (true, false) => pair(0),
+            _ => pair(2),
+        };
+        let n = pairs(c);
         explain(c, pipelined, ag, rs, &fwd, &bwd, tr);
         Ok(TpWindows {
             fwd,
             bwd,
-            bytes: (4.0 * bytes, 6.0 * bytes),
+            bytes: (2.0 * n * bytes, 3.0 * n * bytes),
             busy: (
-                windows::plus(&windows::scaled(&ag_b, 2.0), &windows::scaled(&rs_b, 2.0)),
-                windows::plus(&windows::scaled(&ag_b, 4.0), &windows::scaled(&rs_b, 2.0)),
+                windows::plus(&windows::scaled(&ag_b, n), &windows::scaled(&rs_b, n)),
+                windows::plus(&windows::scaled(&ag_b, 2.0 * n), &windows::scaled(&rs_b, n)),
             ),
             reduce: rs,
             gather: ag,
         })
     } else {
         let (ar, ar_b) = coll_busy(C::AllReduce, bytes, span, c.coll, c.tp_dp_share)?;
-        let fwd = Overlap::exposed(ar * 2.0);
+        let n = pairs(c);
+        let fwd = Overlap::exposed(ar * n);
         let k = c.kappa;
-        let bwd = beside(ar, lin.wgrad[0], k) + beside(ar, lin.wgrad[2], k);
+        let bwd = match (c.part.attention_pair(), c.part.mlp_pair()) {
+            (true, true) => beside(ar, lin.wgrad[0], k) + beside(ar, lin.wgrad[2], k),
+            (true, false) => beside(ar, lin.wgrad[0], k),
+            _ => beside(ar, lin.wgrad[2], k),
+        };
         explain(c, false, ar, Seconds::ZERO, &fwd, &bwd, tr);
-        let two = windows::scaled(&ar_b, 2.0);
+        let two = windows::scaled(&ar_b, n);
         Ok(TpWindows {
             fwd,
             bwd,
-            bytes: (2.0 * bytes, 2.0 * bytes),
+            bytes: (n * bytes, n * bytes),
             busy: (two, two),
             reduce: ar,
             gather: Seconds::ZERO,
         })
+    }
+}
+
+/// Column/row-parallel pairs of linears in the block: 2 for a transformer layer, 1 for a
+/// hybrid model's layer.
+fn pairs(c: &Ctx) -> f64 {
+    if c.part.attention_pair() && c.part.mlp_pair() {
+        2.0
+    } else {
+        1.0
     }
 }
 
