@@ -12,10 +12,12 @@
 //! - on the command line: `ring(8, 100GB/s, 500ns) x switch(16, 50GB/s, 1us, in-network, oversub=2)`;
 //! - in TOML, as `[[network.dims]]` tables (see [`DimSpec`]).
 
+use crate::collective::calibrated::{Protocol, Regime};
+use crate::collective::{Algorithm, Collective};
 use crate::error::{Error, Result};
 use crate::units::{
-    BANDWIDTH_RANGE, Bandwidth, SECONDS_RANGE, Seconds, parse_bandwidth, parse_seconds, plain,
-    serde_units,
+    BANDWIDTH_RANGE, Bandwidth, Bytes, SECONDS_RANGE, Seconds, parse_bandwidth, parse_seconds,
+    plain, serde_units,
 };
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -169,8 +171,8 @@ impl fmt::Display for Dim {
             "{}({}, {}, {}",
             self.kind.name(),
             self.size,
-            crate::units::plain(self.bandwidth.get(), "B/s"),
-            crate::units::plain(self.latency.get(), "s")
+            self.bandwidth,
+            self.latency
         )?;
         if self.in_network && self.in_network_efficiency < 1.0 {
             write!(f, ", in-network={}", self.in_network_efficiency)?;
@@ -184,10 +186,12 @@ impl fmt::Display for Dim {
     }
 }
 
-/// A validated multi-dimensional topology, innermost dimension first.
+/// A validated multi-dimensional topology, innermost dimension first, with the
+/// calibrated regimes of its dimensions (`collective::calibrated`).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Topology {
     dims: Vec<Dim>,
+    calibrated: Vec<Regime>,
 }
 
 impl Topology {
@@ -201,7 +205,26 @@ impl Topology {
             .iter()
             .fold(1u128, |n, d| n.saturating_mul(u128::from(d.size)));
         crate::limits::NPUS.check(npus, "topology: NPU count")?;
-        Ok(Topology { dims })
+        Ok(Topology {
+            dims,
+            calibrated: Vec::new(),
+        })
+    }
+
+    /// The same calibrated regimes on other dimensions of the same count (`--nodes`).
+    pub fn with_dims(&self, dims: Vec<Dim>) -> Result<Topology> {
+        if dims.len() != self.dims.len() {
+            return Err(Error::Internal("with_dims: dimension count changed".into()));
+        }
+        Ok(Topology {
+            calibrated: self.calibrated.clone(),
+            ..Topology::new(dims)?
+        })
+    }
+
+    /// The calibrated regimes (`[[network.dims.calibrated]]`), in file order.
+    pub fn calibrated(&self) -> &[Regime] {
+        &self.calibrated
     }
 
     /// The dimensions, innermost first.
@@ -251,12 +274,44 @@ impl Topology {
             .enumerate()
             .map(|(i, d)| d.to_dim(&format!("network.dims[{i}]")))
             .collect::<Result<Vec<_>>>()?;
-        Topology::new(dims)
+        let mut calibrated = Vec::new();
+        for (i, (spec, dim)) in specs.iter().zip(&dims).enumerate() {
+            for (j, c) in spec.calibrated.iter().enumerate() {
+                let what = format!("network.dims[{i}].calibrated[{j}]");
+                let r = c.to_regime(i, dim, &what)?;
+                let earlier = calibrated
+                    .iter()
+                    .rev()
+                    .find(|e: &&Regime| e.dim == i && e.op == r.op && e.group == r.group);
+                if let Some(e) = earlier
+                    && e.from >= r.from
+                {
+                    return Err(Error::input(
+                        &what,
+                        format!(
+                            "from = {} is not above the previous {} regime's {}; list a collective's regimes by increasing size",
+                            r.from,
+                            r.op.name(),
+                            e.from
+                        ),
+                    ));
+                }
+                calibrated.push(r);
+            }
+        }
+        Ok(Topology {
+            calibrated,
+            ..Topology::new(dims)?
+        })
     }
 
     /// The TOML-mirror specs of this topology (for `show` and round trips).
     pub fn to_specs(&self) -> Vec<DimSpec> {
-        self.dims.iter().map(DimSpec::from).collect()
+        let mut specs: Vec<DimSpec> = self.dims.iter().map(DimSpec::from).collect();
+        for r in &self.calibrated {
+            specs[r.dim].calibrated.push(CalibratedSpec::from(r));
+        }
+        specs
     }
 }
 
@@ -412,6 +467,89 @@ pub struct DimSpec {
     /// Oversubscription ratio of a switch (≥ 1).
     #[serde(default = "one", skip_serializing_if = "is_one")]
     pub oversubscription: f64,
+    /// `[[network.dims.calibrated]]`: regimes fitted by `calibrate nccl` on logs whose
+    /// outermost dimension is this one.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub calibrated: Vec<CalibratedSpec>,
+}
+
+/// The TOML form of one calibrated regime (`collective::calibrated::Regime`): collective
+/// `collective` on a group whose outermost dimension (this one) has `group` NPUs, from
+/// `from` bytes per rank up to the next regime's `from`, runs `algorithm` with α =
+/// `latency` on every dimension it spans and B = `bandwidth` on this one.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CalibratedSpec {
+    /// `all-reduce`, `all-gather`, `reduce-scatter`, `all-to-all`, `send-recv`, `broadcast`.
+    pub collective: String,
+    /// This dimension's size in the fitted log.
+    pub group: u32,
+    /// Smallest buffer per rank the regime applies to, e.g. "0 B" or "256 KiB".
+    #[serde(with = "serde_units::bytes")]
+    pub from: Bytes,
+    /// The forward model's algorithm (`ring`, `double-binary-tree`, `direct`, `in-network`).
+    pub algorithm: String,
+    /// NCCL's protocol, a label: `ll`, `ll128` or `simple`.
+    pub protocol: String,
+    /// Per-step latency α on every dimension the collective spans.
+    #[serde(with = "serde_units::seconds")]
+    pub latency: Seconds,
+    /// Bandwidth B of this dimension.
+    #[serde(with = "serde_units::bandwidth")]
+    pub bandwidth: Bandwidth,
+}
+
+impl CalibratedSpec {
+    /// Validates into a regime on dimension `index` (`dim`), naming `what` in errors.
+    fn to_regime(&self, index: usize, dim: &Dim, what: &str) -> Result<Regime> {
+        let op = Collective::parse(&self.collective).map_err(|e| e.context(what))?;
+        let algorithm = Algorithm::parse(&self.algorithm).map_err(|e| e.context(what))?;
+        let protocol = Protocol::parse(&self.protocol).map_err(|e| e.context(what))?;
+        let probe = Dim {
+            bandwidth: self.bandwidth,
+            latency: self.latency,
+            ..*dim
+        }
+        .validated(what)?;
+        if algorithm == Algorithm::Auto || !crate::collective::applies(op, algorithm, &probe) {
+            return Err(Error::input(
+                what,
+                format!(
+                    "algorithm '{}' does not run {} on a {}; a calibrated regime names the algorithm that ran",
+                    self.algorithm,
+                    op.name(),
+                    dim.kind.name()
+                ),
+            ));
+        }
+        if self.group < 2 {
+            return Err(Error::input(what, "group must be at least 2"));
+        }
+        Ok(Regime {
+            dim: index,
+            group: self.group,
+            op,
+            from: self.from,
+            algorithm,
+            protocol,
+            latency: self.latency,
+            bandwidth: self.bandwidth,
+        })
+    }
+}
+
+impl From<&Regime> for CalibratedSpec {
+    fn from(r: &Regime) -> CalibratedSpec {
+        CalibratedSpec {
+            collective: r.op.name().into(),
+            group: r.group,
+            from: r.from,
+            algorithm: r.algorithm.name().into(),
+            protocol: r.protocol.name().into(),
+            latency: r.latency,
+            bandwidth: r.bandwidth,
+        }
+    }
 }
 
 fn one() -> f64 {
@@ -447,6 +585,7 @@ impl From<&Dim> for DimSpec {
             in_network: d.in_network,
             in_network_efficiency: d.in_network_efficiency,
             oversubscription: d.oversubscription,
+            calibrated: Vec::new(),
         }
     }
 }
