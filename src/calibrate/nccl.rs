@@ -152,6 +152,24 @@ pub fn fit(logs: &[NcclLog], start: &[Dim]) -> Result<NcclFit> {
             break;
         }
     }
+    // A multi-node regime keeps the inner dimension's own bandwidth; one line through a
+    // log's LL and Simple ranges understates it, so it is raised to the fastest that a
+    // single-node regime measured (else a fast multi-node ring would look NVLink-bound).
+    let fastest = f
+        .logs
+        .iter()
+        .filter(|l| l.log.nodes == 1)
+        .flat_map(|l| &l.regimes)
+        .map(|r| r.bandwidth)
+        .fold(f.dims[0].bandwidth, |a, b| a.max(b));
+    if multi && fastest > f.dims[0].bandwidth {
+        f.notes.push(format!(
+            "dimension 0 bandwidth {} (least squares over every size) raised to {}, the fastest single-node regime, so that regimes across nodes see the NVLink bandwidth measured",
+            f.dims[0].bandwidth, fastest
+        ));
+        f.dims[0].bandwidth = fastest;
+        f.logs = log_fits(logs, &f.dims)?;
+    }
     Ok(f)
 }
 

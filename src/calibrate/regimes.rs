@@ -10,9 +10,10 @@
 //! points; K is chosen by the Bayesian information criterion with three parameters per
 //! range (intercept, slope, split point), m rows:
 //!
-//! BIC_K = m·ln(max(SSR_K/m, 10⁻¹⁰)) + 3K·ln m
+//! BIC_K = m·ln(max(SSR_K/m, 10⁻⁶)) + 3K·ln m
 //!
-//! (Schwarz 1978; the floor stands for the log's own rounding, 0.01 µs in 10 µs).
+//! (Schwarz 1978; the floor, 0.1% rms, stands for the log's resolution: 0.01 µs in a few µs,
+//! and run-to-run noise; ranges that only fit noise below it are not worth their parameters).
 //!
 //! **Labels.** The log does not say what ran; each range is named as NCCL's tuner orders
 //! its choices: protocols by increasing size LL, LL128, Simple (one range: Simple; two:
@@ -95,7 +96,7 @@ pub fn split(rows: &[(f64, f64)]) -> Vec<std::ops::Range<usize>> {
         }
     }
     let mf = m as f64;
-    let bic = |k: usize| mf * (best[k][m] / mf).max(1e-10).ln() + 3.0 * k as f64 * mf.ln();
+    let bic = |k: usize| mf * (best[k][m] / mf).max(1e-6).ln() + 3.0 * k as f64 * mf.ln();
     let k = (1..=kmax)
         .filter(|&k| best[k][m].is_finite())
         .min_by(|&a, &b| bic(a).total_cmp(&bic(b)))
@@ -207,7 +208,16 @@ pub fn fit(log: &NcclLog, dims: &[Dim]) -> Result<LogRegimes> {
     rows.sort_by(|a, b| a.0.total_cmp(&b.0));
     let ranges = split(&rows);
     let names = labels(log.op, log.nodes > 1, &span[d], ranges.len());
-    let mut fitted: Vec<(Algorithm, Protocol, f64, Option<f64>)> = vec![];
+    type Range = (
+        Algorithm,
+        Protocol,
+        f64,
+        Option<f64>,
+        Vec<Vec<f64>>,
+        Vec<f64>,
+        Vec<f64>,
+    );
+    let mut fitted: Vec<Range> = vec![];
     for (r, &(alg, proto)) in ranges.iter().zip(&names) {
         let part = &rows[r.clone()];
         let x = part
@@ -223,18 +233,18 @@ pub fn fit(log: &NcclLog, dims: &[Dim]) -> Result<LogRegimes> {
             alpha = 0.0;
             theta = Some(wls(&x1, &y, &w)?.coef[0]);
         }
-        if theta.is_none_or(|t| !(t > 0.0)) {
-            let x0: Vec<Vec<f64>> = x.iter().map(|r| vec![r[0]]).collect();
-            alpha = wls(&x0, &y, &w)?.coef[0].max(0.0);
+        // Latency only: the transfer is under 0.1% of the time at the range's largest size.
+        let (xl, yl) = (&x[x.len() - 1], y[y.len() - 1]);
+        if theta.is_none_or(|t| !(t * xl[1] > 1e-3 * yl)) {
             theta = None;
         }
-        fitted.push((alg, proto, alpha, theta));
+        fitted.push((alg, proto, alpha, theta, x, y, w));
     }
     // A range of latency only takes the next range's bandwidth (else the previous one's).
     let thetas: Vec<Option<f64>> = fitted.iter().map(|f| f.3).collect();
     let mut regimes: Vec<Regime> = vec![];
-    for (i, &(alg, proto, alpha, theta)) in fitted.iter().enumerate() {
-        let theta = theta
+    for (i, (alg, proto, alpha, own, x, y, w)) in fitted.iter().enumerate() {
+        let theta = own
             .or_else(|| thetas[i..].iter().flatten().next().copied())
             .or_else(|| thetas[..i].iter().flatten().last().copied())
             .ok_or_else(|| {
@@ -243,9 +253,16 @@ pub fn fit(log: &NcclLog, dims: &[Dim]) -> Result<LogRegimes> {
                     log.source
                 ))
             })?;
-        let mut r = probe(log.op, alg, &span, alpha, 1.0 / theta);
-        r.protocol = proto;
-        r.latency = Seconds::new(alpha);
+        // A borrowed bandwidth: α refitted to what the transfer leaves, T − C·n·θ = S·α.
+        let alpha = if own.is_some() {
+            *alpha
+        } else {
+            let x0: Vec<Vec<f64>> = x.iter().map(|r| vec![r[0]]).collect();
+            let y0: Vec<f64> = y.iter().zip(x).map(|(t, r)| t - r[1] * theta).collect();
+            wls(&x0, &y0, w)?.coef[0].max(0.0)
+        };
+        let mut r = probe(log.op, *alg, &span, alpha, 1.0 / theta);
+        r.protocol = *proto;
         if i > 0 {
             let first = rows[ranges[i].start].0;
             let last_prev = rows[ranges[i - 1].end - 1].0;
