@@ -235,7 +235,7 @@ pub fn fit(log: &NcclLog, dims: &[Dim]) -> Result<LogRegimes> {
         }
         // Latency only: the transfer is under 0.1% of the time at the range's largest size.
         let (xl, yl) = (&x[x.len() - 1], y[y.len() - 1]);
-        if theta.is_none_or(|t| !(t * xl[1] > 1e-3 * yl)) {
+        if theta.is_none_or(|t| t.is_nan() || t * xl[1] <= 1e-3 * yl) {
             theta = None;
         }
         fitted.push((alg, proto, alpha, theta, x, y, w));
