@@ -171,8 +171,8 @@ impl fmt::Display for Dim {
             "{}({}, {}, {}",
             self.kind.name(),
             self.size,
-            self.bandwidth,
-            self.latency
+            exact(self.bandwidth.get(), "B/s"),
+            exact(self.latency.get(), "s")
         )?;
         if self.in_network && self.in_network_efficiency < 1.0 {
             write!(f, ", in-network={}", self.in_network_efficiency)?;
@@ -184,6 +184,38 @@ impl fmt::Display for Dim {
         }
         f.write_str(")")
     }
+}
+
+/// `v` in the unit prefix of its magnitude (as the tables print it: "199.9 GB/s",
+/// "2.143 us") but with every digit needed to read back the same number (12 significant
+/// digits), so a topology line is both for people and a valid `--topology`.
+fn exact(v: f64, unit: &str) -> String {
+    let a = v.abs();
+    let (f, u) = if unit == "s" {
+        match a {
+            0.0 => (1.0, "s"),
+            a if a < 1e-6 => (1e-9, "ns"),
+            a if a < 1e-3 => (1e-6, "us"),
+            a if a < 1.0 => (1e-3, "ms"),
+            _ => (1.0, "s"),
+        }
+    } else {
+        [
+            (1e15, "P"),
+            (1e12, "T"),
+            (1e9, "G"),
+            (1e6, "M"),
+            (1e3, "k"),
+            (1.0, ""),
+        ]
+        .into_iter()
+        .find(|&(f, _)| a >= f)
+        .unwrap_or((1.0, ""))
+    };
+    let x = v / f;
+    let r: f64 = format!("{x:.12e}").parse().unwrap_or(x);
+    let unit = if unit == "s" { "" } else { unit };
+    format!("{r} {u}{unit}")
 }
 
 /// A validated multi-dimensional topology, innermost dimension first, with the
@@ -628,6 +660,22 @@ mod tests {
         assert!(Topology::parse("ring(8, 100GB/s, 5)").is_err());
         assert!(Topology::parse("").is_err());
         assert!(Topology::parse("ring(8, 1GB/s, 1ns, in-network)").is_err());
+    }
+
+    #[test]
+    fn topology_lines_use_the_prefix_of_the_magnitude() {
+        // Issue 21: 199898428.0906 kB/s is 199.8984280906 GB/s; 2142.85 ns is 2.14285 us.
+        let d = Dim::new(
+            DimKind::Switch,
+            8,
+            Bandwidth::new(199898428.0906e3),
+            Seconds::new(2142.85e-9),
+        )
+        .unwrap();
+        assert_eq!(d.to_string(), "switch(8, 199.8984280906 GB/s, 2.14285 us)");
+        let back = Topology::parse(&d.to_string()).unwrap();
+        assert_eq!(back.dims()[0].bandwidth.get(), d.bandwidth.get());
+        assert_eq!(back.dims()[0].latency.get(), d.latency.get());
     }
 
     #[test]
