@@ -12,10 +12,12 @@
 //! - on the command line: `ring(8, 100GB/s, 500ns) x switch(16, 50GB/s, 1us, in-network, oversub=2)`;
 //! - in TOML, as `[[network.dims]]` tables (see [`DimSpec`]).
 
+use crate::collective::calibrated::{Protocol, Regime};
+use crate::collective::{Algorithm, Collective};
 use crate::error::{Error, Result};
 use crate::units::{
-    BANDWIDTH_RANGE, Bandwidth, SECONDS_RANGE, Seconds, parse_bandwidth, parse_seconds, plain,
-    serde_units,
+    BANDWIDTH_RANGE, Bandwidth, Bytes, SECONDS_RANGE, Seconds, parse_bandwidth, parse_seconds,
+    plain, serde_units,
 };
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -169,8 +171,8 @@ impl fmt::Display for Dim {
             "{}({}, {}, {}",
             self.kind.name(),
             self.size,
-            crate::units::plain(self.bandwidth.get(), "B/s"),
-            crate::units::plain(self.latency.get(), "s")
+            exact(self.bandwidth.get(), "B/s"),
+            exact(self.latency.get(), "s")
         )?;
         if self.in_network && self.in_network_efficiency < 1.0 {
             write!(f, ", in-network={}", self.in_network_efficiency)?;
@@ -184,10 +186,44 @@ impl fmt::Display for Dim {
     }
 }
 
-/// A validated multi-dimensional topology, innermost dimension first.
+/// `v` in the unit prefix of its magnitude (as the tables print it: "199.9 GB/s",
+/// "2.143 us") but with every digit needed to read back the same number (12 significant
+/// digits), so a topology line is both for people and a valid `--topology`.
+fn exact(v: f64, unit: &str) -> String {
+    let a = v.abs();
+    let (f, u) = if unit == "s" {
+        match a {
+            0.0 => (1.0, "s"),
+            a if a < 1e-6 => (1e-9, "ns"),
+            a if a < 1e-3 => (1e-6, "us"),
+            a if a < 1.0 => (1e-3, "ms"),
+            _ => (1.0, "s"),
+        }
+    } else {
+        [
+            (1e15, "P"),
+            (1e12, "T"),
+            (1e9, "G"),
+            (1e6, "M"),
+            (1e3, "k"),
+            (1.0, ""),
+        ]
+        .into_iter()
+        .find(|&(f, _)| a >= f)
+        .unwrap_or((1.0, ""))
+    };
+    let x = v / f;
+    let r: f64 = format!("{x:.12e}").parse().unwrap_or(x);
+    let unit = if unit == "s" { "" } else { unit };
+    format!("{r} {u}{unit}")
+}
+
+/// A validated multi-dimensional topology, innermost dimension first, with the
+/// calibrated regimes of its dimensions (`collective::calibrated`).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Topology {
     dims: Vec<Dim>,
+    calibrated: Vec<Regime>,
 }
 
 impl Topology {
@@ -201,7 +237,26 @@ impl Topology {
             .iter()
             .fold(1u128, |n, d| n.saturating_mul(u128::from(d.size)));
         crate::limits::NPUS.check(npus, "topology: NPU count")?;
-        Ok(Topology { dims })
+        Ok(Topology {
+            dims,
+            calibrated: Vec::new(),
+        })
+    }
+
+    /// The same calibrated regimes on other dimensions of the same count (`--nodes`).
+    pub fn with_dims(&self, dims: Vec<Dim>) -> Result<Topology> {
+        if dims.len() != self.dims.len() {
+            return Err(Error::Internal("with_dims: dimension count changed".into()));
+        }
+        Ok(Topology {
+            calibrated: self.calibrated.clone(),
+            ..Topology::new(dims)?
+        })
+    }
+
+    /// The calibrated regimes (`[[network.dims.calibrated]]`), in file order.
+    pub fn calibrated(&self) -> &[Regime] {
+        &self.calibrated
     }
 
     /// The dimensions, innermost first.
@@ -251,12 +306,44 @@ impl Topology {
             .enumerate()
             .map(|(i, d)| d.to_dim(&format!("network.dims[{i}]")))
             .collect::<Result<Vec<_>>>()?;
-        Topology::new(dims)
+        let mut calibrated = Vec::new();
+        for (i, (spec, dim)) in specs.iter().zip(&dims).enumerate() {
+            for (j, c) in spec.calibrated.iter().enumerate() {
+                let what = format!("network.dims[{i}].calibrated[{j}]");
+                let r = c.to_regime(i, dim, &what)?;
+                let earlier = calibrated
+                    .iter()
+                    .rev()
+                    .find(|e: &&Regime| e.dim == i && e.op == r.op && e.group == r.group);
+                if let Some(e) = earlier
+                    && e.from >= r.from
+                {
+                    return Err(Error::input(
+                        &what,
+                        format!(
+                            "from = {} is not above the previous {} regime's {}; list a collective's regimes by increasing size",
+                            r.from,
+                            r.op.name(),
+                            e.from
+                        ),
+                    ));
+                }
+                calibrated.push(r);
+            }
+        }
+        Ok(Topology {
+            calibrated,
+            ..Topology::new(dims)?
+        })
     }
 
     /// The TOML-mirror specs of this topology (for `show` and round trips).
     pub fn to_specs(&self) -> Vec<DimSpec> {
-        self.dims.iter().map(DimSpec::from).collect()
+        let mut specs: Vec<DimSpec> = self.dims.iter().map(DimSpec::from).collect();
+        for r in &self.calibrated {
+            specs[r.dim].calibrated.push(CalibratedSpec::from(r));
+        }
+        specs
     }
 }
 
@@ -412,6 +499,89 @@ pub struct DimSpec {
     /// Oversubscription ratio of a switch (≥ 1).
     #[serde(default = "one", skip_serializing_if = "is_one")]
     pub oversubscription: f64,
+    /// `[[network.dims.calibrated]]`: regimes fitted by `calibrate nccl` on logs whose
+    /// outermost dimension is this one.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub calibrated: Vec<CalibratedSpec>,
+}
+
+/// The TOML form of one calibrated regime (`collective::calibrated::Regime`): collective
+/// `collective` on a group whose outermost dimension (this one) has `group` NPUs, from
+/// `from` bytes per rank up to the next regime's `from`, runs `algorithm` with α =
+/// `latency` on every dimension it spans and B = `bandwidth` on this one.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CalibratedSpec {
+    /// `all-reduce`, `all-gather`, `reduce-scatter`, `all-to-all`, `send-recv`, `broadcast`.
+    pub collective: String,
+    /// This dimension's size in the fitted log.
+    pub group: u32,
+    /// Smallest buffer per rank the regime applies to, e.g. "0 B" or "256 KiB".
+    #[serde(with = "serde_units::bytes")]
+    pub from: Bytes,
+    /// The forward model's algorithm (`ring`, `double-binary-tree`, `direct`, `in-network`).
+    pub algorithm: String,
+    /// NCCL's protocol, a label: `ll`, `ll128` or `simple`.
+    pub protocol: String,
+    /// Per-step latency α on every dimension the collective spans.
+    #[serde(with = "serde_units::seconds")]
+    pub latency: Seconds,
+    /// Bandwidth B of this dimension.
+    #[serde(with = "serde_units::bandwidth")]
+    pub bandwidth: Bandwidth,
+}
+
+impl CalibratedSpec {
+    /// Validates into a regime on dimension `index` (`dim`), naming `what` in errors.
+    fn to_regime(&self, index: usize, dim: &Dim, what: &str) -> Result<Regime> {
+        let op = Collective::parse(&self.collective).map_err(|e| e.context(what))?;
+        let algorithm = Algorithm::parse(&self.algorithm).map_err(|e| e.context(what))?;
+        let protocol = Protocol::parse(&self.protocol).map_err(|e| e.context(what))?;
+        let probe = Dim {
+            bandwidth: self.bandwidth,
+            latency: self.latency,
+            ..*dim
+        }
+        .validated(what)?;
+        if algorithm == Algorithm::Auto || !crate::collective::applies(op, algorithm, &probe) {
+            return Err(Error::input(
+                what,
+                format!(
+                    "algorithm '{}' does not run {} on a {}; a calibrated regime names the algorithm that ran",
+                    self.algorithm,
+                    op.name(),
+                    dim.kind.name()
+                ),
+            ));
+        }
+        if self.group < 2 {
+            return Err(Error::input(what, "group must be at least 2"));
+        }
+        Ok(Regime {
+            dim: index,
+            group: self.group,
+            op,
+            from: self.from,
+            algorithm,
+            protocol,
+            latency: self.latency,
+            bandwidth: self.bandwidth,
+        })
+    }
+}
+
+impl From<&Regime> for CalibratedSpec {
+    fn from(r: &Regime) -> CalibratedSpec {
+        CalibratedSpec {
+            collective: r.op.name().into(),
+            group: r.group,
+            from: r.from,
+            algorithm: r.algorithm.name().into(),
+            protocol: r.protocol.name().into(),
+            latency: r.latency,
+            bandwidth: r.bandwidth,
+        }
+    }
 }
 
 fn one() -> f64 {
@@ -447,6 +617,7 @@ impl From<&Dim> for DimSpec {
             in_network: d.in_network,
             in_network_efficiency: d.in_network_efficiency,
             oversubscription: d.oversubscription,
+            calibrated: Vec::new(),
         }
     }
 }
@@ -489,6 +660,22 @@ mod tests {
         assert!(Topology::parse("ring(8, 100GB/s, 5)").is_err());
         assert!(Topology::parse("").is_err());
         assert!(Topology::parse("ring(8, 1GB/s, 1ns, in-network)").is_err());
+    }
+
+    #[test]
+    fn topology_lines_use_the_prefix_of_the_magnitude() {
+        // Issue 21: 199898428.0906 kB/s is 199.8984280906 GB/s; 2142.85 ns is 2.14285 us.
+        let d = Dim::new(
+            DimKind::Switch,
+            8,
+            Bandwidth::new(199898428.0906e3),
+            Seconds::new(2142.85e-9),
+        )
+        .unwrap();
+        assert_eq!(d.to_string(), "switch(8, 199.8984280906 GB/s, 2.14285 us)");
+        let back = Topology::parse(&d.to_string()).unwrap();
+        assert_eq!(back.dims()[0].bandwidth.get(), d.bandwidth.get());
+        assert_eq!(back.dims()[0].latency.get(), d.latency.get());
     }
 
     #[test]

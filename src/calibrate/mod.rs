@@ -11,4 +11,5 @@ pub mod fit;
 pub mod gemm;
 pub mod nccl;
 pub mod nccl_log;
+pub mod regimes;
 pub mod step;

@@ -24,6 +24,7 @@
 use super::fit::{Fit, wls};
 use super::nccl_log::NcclLog;
 use crate::collective::Collective;
+use crate::collective::calibrated::Regime;
 use crate::collective::nccl::ring_terms;
 use crate::error::{Error, Result};
 use crate::network::{Dim, DimKind};
@@ -50,10 +51,15 @@ pub struct NcclFit {
 pub struct LogFit {
     /// The log.
     pub log: NcclLog,
-    /// (size in bytes, measured s, fitted s).
+    /// (size in bytes, measured s, fitted s) by size; fitted by the log's regimes, as
+    /// `collective` computes it from the written system.
     pub rows: Vec<(f64, f64, f64)>,
     /// R² of this log's rows, weighted by 1/T² as in the fit.
     pub r2: f64,
+    /// The regimes of its size ranges (`dim` 0: inside a node, 1: across nodes).
+    pub regimes: Vec<Regime>,
+    /// Per row, the index of its regime.
+    pub regime_of_row: Vec<usize>,
 }
 
 impl LogFit {
@@ -100,6 +106,18 @@ fn terms(log: &NcclLog, start: &[Dim]) -> Result<([f64; 2], [f64; 2])> {
         }
         (AllToAll, 1) => (s[0], c[0]) = (1.0, (p - 1.0) / p),
         (SendRecv, 1) => (s[0], c[0]) = (1.0, 1.0),
+        // Across nodes: the whole buffer on each dimension in turn, pipelined (one step on
+        // each, `compose.rs`); the network carries (N−1)/N of an all-to-all buffer and all
+        // of a send/recv message, and bounds the transfer.
+        (AllToAll | SendRecv, nodes) => {
+            let n = nodes as f64;
+            s = [if ppn > 1 { 1.0 } else { 0.0 }, 1.0];
+            c[1] = if log.op == AllToAll {
+                (n - 1.0) / n
+            } else {
+                1.0
+            };
+        }
         (Broadcast, 1) => (s[0], c[0]) = (p - 1.0, 1.0),
         (op, n) => {
             return Err(Error::Unsupported(format!(
@@ -134,16 +152,32 @@ pub fn fit(logs: &[NcclLog], start: &[Dim]) -> Result<NcclFit> {
             break;
         }
     }
+    // A multi-node regime keeps the inner dimension's own bandwidth; one line through a
+    // log's LL and Simple ranges understates it, so it is raised to the fastest that a
+    // single-node regime measured (else a fast multi-node ring would look NVLink-bound).
+    let fastest = f
+        .logs
+        .iter()
+        .filter(|l| l.log.nodes == 1)
+        .flat_map(|l| &l.regimes)
+        .map(|r| r.bandwidth)
+        .fold(f.dims[0].bandwidth, |a, b| a.max(b));
+    if multi && fastest > f.dims[0].bandwidth {
+        f.notes.push(format!(
+            "dimension 0 bandwidth {} (least squares over every size) raised to {}, the fastest single-node regime, so that regimes across nodes see the NVLink bandwidth measured",
+            f.dims[0].bandwidth, fastest
+        ));
+        f.dims[0].bandwidth = fastest;
+        f.logs = log_fits(logs, &f.dims)?;
+    }
     Ok(f)
 }
 
 /// One weighted least-squares solve with the bottlenecks that `dims` imply.
 fn solve(logs: &[NcclLog], mut dims: Vec<Dim>) -> Result<NcclFit> {
     let (mut x, mut y, mut w) = (vec![], vec![], vec![]);
-    let mut per_log = vec![];
     for l in logs {
         let (s, c) = terms(l, &dims)?;
-        per_log.push((s, c));
         for &(n, t) in &l.rows {
             x.push(vec![s[0], s[1], c[0] * n, c[1] * n]);
             y.push(t);
@@ -188,7 +222,7 @@ fn solve(logs: &[NcclLog], mut dims: Vec<Dim>) -> Result<NcclFit> {
         }
         stderr.push((se[d], sb));
     }
-    let logs = log_fits(logs, &per_log, &dims);
+    let logs = log_fits(logs, &dims)?;
     Ok(NcclFit {
         dims,
         stderr,
@@ -198,21 +232,19 @@ fn solve(logs: &[NcclLog], mut dims: Vec<Dim>) -> Result<NcclFit> {
     })
 }
 
-fn log_fits(logs: &[NcclLog], terms: &[([f64; 2], [f64; 2])], dims: &[Dim]) -> Vec<LogFit> {
+/// Each log's regimes on the fitted `dims` (`super::regimes`) and its rows as they give them.
+fn log_fits(logs: &[NcclLog], dims: &[Dim]) -> Result<Vec<LogFit>> {
     logs.iter()
-        .zip(terms)
-        .map(|(l, (s, c))| {
-            let pred = |n: f64| {
-                (0..dims.len())
-                    .map(|d| s[d] * dims[d].latency.get() + c[d] * n / dims[d].bandwidth.get())
-                    .sum::<f64>()
-            };
-            let rows: Vec<(f64, f64, f64)> = l.rows.iter().map(|&(n, t)| (n, t, pred(n))).collect();
-            LogFit {
+        .map(|l| {
+            let g = super::regimes::fit(l, dims)?;
+            let rows: Vec<(f64, f64, f64)> = g.rows.iter().map(|r| (r.0, r.1, r.2)).collect();
+            Ok(LogFit {
                 log: l.clone(),
                 r2: r2_log(&rows),
                 rows,
-            }
+                regimes: g.regimes,
+                regime_of_row: g.rows.iter().map(|r| r.3).collect(),
+            })
         })
         .collect()
 }

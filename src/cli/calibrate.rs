@@ -7,7 +7,7 @@ use crate::calibrate::nccl_log::{self, Hints};
 use crate::catalog::{self, Kind};
 use crate::collective::{Collective, explain::fmt_bytes};
 use crate::error::{Error, Result};
-use crate::network::DimSpec;
+use crate::network::{CalibratedSpec, DimSpec};
 use crate::report::{Cell, Report, Table};
 use crate::system::SystemSpec;
 use crate::units::{Bandwidth, Bytes, Seconds};
@@ -94,6 +94,7 @@ fn run_nccl(a: &NcclArgs) -> Result<Report> {
     let f = nccl::fit(&logs, &start)?;
     let mut report = Report::default();
     report.tables.push(fitted_table(&f)?);
+    report.tables.push(regime_table(&f)?);
     report.tables.push(quality_table(&f)?);
     report.tables.push(residual_table(&f)?);
     report.notes = f.notes.clone();
@@ -101,6 +102,10 @@ fn run_nccl(a: &NcclArgs) -> Result<Report> {
         "weighted least squares (weights 1/T²: relative errors, small and large messages both count) over {} measurements; model T = Σ_d s_d·α_d + c·n/B (collective/nccl.rs)",
         f.fit.residuals.len()
     ));
+    report.notes.push(
+        "each log is split into size ranges (NCCL's protocol and algorithm switches) with a regime each: the algorithm as NCCL's tuner orders its choices (the log does not say which ran), α per step and B fitted on the range; 'fitted' is what `collective` computes from the written system (calibrate/regimes.rs)"
+            .into(),
+    );
     if let Some(path) = &a.write {
         let (spec, _) = base.ok_or_else(|| {
             Error::input(
@@ -108,7 +113,7 @@ fn run_nccl(a: &NcclArgs) -> Result<Report> {
                 "needs --system (the preset whose device and other keys the fitted file keeps)",
             )
         })?;
-        write_system(spec, &f, path)?;
+        report.notes.extend(write_system(spec, &f, path)?);
         report.notes.push(format!(
             "fitted system written to {} (use it as --system {})",
             path.display(),
@@ -143,16 +148,94 @@ pub(super) fn write_spec(
     })
 }
 
-fn write_system(spec: SystemSpec, f: &NcclFit, path: &Path) -> Result<()> {
+/// Writes the fitted α and B of each dimension and every log's regimes (on the outermost
+/// dimension the log spans); of two logs of one collective on the same group only the
+/// first's regimes are written, which is returned as a note.
+fn write_system(spec: SystemSpec, f: &NcclFit, path: &Path) -> Result<Vec<String>> {
+    let mut notes = vec![];
     write_spec(spec, path, |s| {
         let last = s.network.dims.len() - 1;
+        let index = |d: usize| if d == 0 { 0 } else { last };
         for (d, dim) in f.dims.iter().enumerate() {
-            let i = if d == 0 { 0 } else { last };
-            let spec: &mut DimSpec = &mut s.network.dims[i];
-            spec.bandwidth = dim.bandwidth;
-            spec.latency = dim.latency;
+            let spec: &mut DimSpec = &mut s.network.dims[index(d)];
+            spec.bandwidth = Bandwidth::new(six(dim.bandwidth.get()));
+            spec.latency = Seconds::new(six(dim.latency.get()));
+            spec.calibrated.clear();
         }
-    })
+        for l in &f.logs {
+            let Some(r0) = l.regimes.first() else {
+                continue;
+            };
+            let spec: &mut DimSpec = &mut s.network.dims[index(r0.dim)];
+            let op = r0.op.name();
+            if spec
+                .calibrated
+                .iter()
+                .any(|c| c.collective == op && c.group == r0.group)
+            {
+                notes.push(format!(
+                    "{}: a {op} on a group of {} was calibrated by an earlier log; its regimes are not written",
+                    l.log.source, r0.group
+                ));
+                continue;
+            }
+            spec.calibrated.extend(l.regimes.iter().map(|r| {
+                let mut c = CalibratedSpec::from(r);
+                c.latency = Seconds::new(six(r.latency.get()));
+                c.bandwidth = Bandwidth::new(six(r.bandwidth.get()));
+                c
+            }));
+        }
+    })?;
+    Ok(notes)
+}
+
+/// `v` to six significant digits, so the file reads "199.999 GB/s" (the fit's own
+/// uncertainty is far larger than the 5·10⁻⁶ this changes).
+fn six(v: f64) -> f64 {
+    if v == 0.0 || !v.is_finite() {
+        return v;
+    }
+    let e = 5 - v.abs().log10().floor() as i32;
+    let k = 10f64.powi(e.abs());
+    if e >= 0 {
+        (v * k).round() / k
+    } else {
+        (v / k).round() * k
+    }
+}
+
+fn regime_table(f: &NcclFit) -> Result<Table> {
+    let mut t = Table::new(
+        "regimes (written to the system; `collective` runs them)",
+        &[
+            ("log", "log"),
+            ("collective", "collective"),
+            ("dim", "dim"),
+            ("group", "group"),
+            ("from_B", "from"),
+            ("algorithm", "algorithm"),
+            ("protocol", "protocol"),
+            ("latency_s", "α"),
+            ("bandwidth_Bps", "B"),
+        ],
+    );
+    for (i, l) in f.logs.iter().enumerate() {
+        for r in &l.regimes {
+            t.push(vec![
+                Cell::int(i as u64 + 1),
+                Cell::text(r.op.name()),
+                Cell::int(r.dim as u64),
+                Cell::int(r.group as u64),
+                Cell::q(fmt_bytes(r.from), r.from.get()),
+                Cell::text(r.algorithm.name()),
+                Cell::text(r.protocol.name()),
+                Cell::q(r.latency, r.latency.get()),
+                Cell::q(r.bandwidth, r.bandwidth.get()),
+            ])?;
+        }
+    }
+    Ok(t)
 }
 
 fn fitted_table(f: &NcclFit) -> Result<Table> {
@@ -225,16 +308,21 @@ fn residual_table(f: &NcclFit) -> Result<Table> {
             ("measured_s", "measured"),
             ("fitted_s", "fitted"),
             ("residual", "residual %"),
+            ("algorithm", "algorithm"),
+            ("protocol", "protocol"),
         ],
     );
     for (i, l) in f.logs.iter().enumerate() {
-        for &(n, m, p) in &l.rows {
+        for (&(n, m, p), &k) in l.rows.iter().zip(&l.regime_of_row) {
+            let r = &l.regimes[k];
             t.push(vec![
                 Cell::int(i as u64 + 1),
                 Cell::q(fmt_bytes(Bytes::new(n)), n),
                 Cell::q(Seconds::new(m), m),
                 Cell::q(Seconds::new(p), p),
                 Cell::q(format!("{:+.1}", (p - m) / m * 100.0), (p - m) / m),
+                Cell::text(r.algorithm.name()),
+                Cell::text(r.protocol.name()),
             ])?;
         }
     }

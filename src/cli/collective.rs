@@ -81,15 +81,23 @@ pub fn run(args: &CollectiveArgs) -> Result<Report> {
     };
     let topo = topology(args)?;
     let dims = topo.dims();
-    let results = sizes
+    let runs = sizes
         .iter()
-        .map(|&s| collective::time(op, s, dims, &opts).map(|t| (s, t)))
+        .map(|&s| collective::calibrated::time(op, s, &topo, &opts).map(|c| (s, c)))
         .collect::<Result<Vec<_>>>()?;
+    let results: Vec<(Bytes, CollectiveTime)> = runs.iter().map(|(s, c)| (*s, c.time)).collect();
     let mut v = value(op, &topo, &opts, &results);
+    v.notes
+        .extend(collective::calibrated::notes(&runs, dims.len()));
     if args.explain {
-        for (s, t) in &results {
-            v.explain
-                .extend(collective::explain::explain(op, *s, dims, &opts, t)?);
+        for (s, c) in &runs {
+            v.explain.extend(collective::explain::explain(
+                op,
+                *s,
+                &c.dims[..dims.len()],
+                &c.options,
+                &c.time,
+            )?);
         }
     }
     if let Some(path) = &args.plot {
@@ -413,7 +421,7 @@ pub fn system_topology(name: &str, nodes: Option<u32>) -> Result<Topology> {
         }
         *last = last.validated("--nodes")?;
     }
-    Topology::new(dims)
+    topo.with_dims(dims)
 }
 
 /// Fallback system networks for names the catalog does not have (two dimensions: the

@@ -217,6 +217,33 @@ pub(super) fn time(
     Ok(out)
 }
 
+/// [`time`] under the NCCL schedule with `opts.algorithm` preferred: phases it does not
+/// implement fall back to `auto` (calibrated regimes, `calibrated.rs`).
+pub(super) fn time_lenient(
+    op: Collective,
+    size: Bytes,
+    dims: &[Dim],
+    opts: &Options,
+) -> Result<CollectiveTime> {
+    let opts = Options {
+        schedule: Schedule::Nccl,
+        chunks: 1,
+        ..*opts
+    };
+    let (order, k) = active_dims(size, dims, &opts)?;
+    let mut out = CollectiveTime {
+        total: Seconds::ZERO,
+        n_phases: 0,
+        phases: [EMPTY_PHASE; 2 * MAX_DIMS],
+        schedule: Schedule::Nccl,
+        flat_ring: false,
+    };
+    if k > 0 {
+        super::nccl::time_with(op, size, dims, &order[..k], &opts, true, &mut out)?;
+    }
+    Ok(out)
+}
+
 /// The end-to-end time only, as [`time`] computes it, without building the phases: the
 /// hot path of estimates and sweeps. Themis schedules fall back to [`time`].
 pub(super) fn total(op: Collective, size: Bytes, dims: &[Dim], opts: &Options) -> Result<Seconds> {

@@ -12,6 +12,7 @@
 //! The public entry point is [`time`]; it allocates nothing, so the estimate and sweep hot
 //! loops can call it millions of times per second.
 
+pub mod calibrated;
 mod compose;
 pub mod cost;
 pub mod direct;

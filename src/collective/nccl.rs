@@ -53,12 +53,19 @@ const NCCL_ALGORITHMS: [Algorithm; 3] = [
     Algorithm::InNetwork,
 ];
 
-/// The algorithm and cost of one phase under the NCCL schedule.
-fn select(s: &Slot, alg: Algorithm, d: &Dim, n: Bytes) -> Result<(Algorithm, Cost)> {
+/// The algorithm and cost of one phase under the NCCL schedule. `lenient`: a forced
+/// algorithm that does not implement this phase (a tree's reduce-scatter inside a node)
+/// falls back to `auto` (calibrated regimes, `calibrated.rs`).
+fn select(s: &Slot, alg: Algorithm, d: &Dim, n: Bytes, lenient: bool) -> Result<(Algorithm, Cost)> {
     let nccl_op = matches!(
         s.op,
         Collective::AllReduce | Collective::ReduceScatter | Collective::AllGather
     );
+    let alg = if lenient && !super::applies(s.op, alg, d) {
+        Algorithm::Auto
+    } else {
+        alg
+    };
     if alg != Algorithm::Auto || !nccl_op {
         return super::select(s.op, alg, d, n);
     }
@@ -82,6 +89,7 @@ fn phases(
     dims: &[Dim],
     order: &[usize],
     alg: Algorithm,
+    lenient: bool,
     out: &mut [Phase; 2 * MAX_DIMS],
 ) -> Result<usize> {
     let mut slots = [EMPTY_SLOT; 2 * MAX_DIMS];
@@ -89,7 +97,7 @@ fn phases(
     for (ph, s) in out.iter_mut().zip(&slots[..ns]) {
         let d = &dims[s.dim];
         let n = size * s.frac;
-        let (algorithm, c) = select(s, alg, d, n).map_err(|e| match e {
+        let (algorithm, c) = select(s, alg, d, n, lenient).map_err(|e| match e {
             Error::Unsupported(msg) => {
                 Error::Unsupported(format!("dimension {} ({d}): {msg}", s.dim))
             }
@@ -185,10 +193,31 @@ pub(super) fn time(
     opts: &Options,
     out: &mut CollectiveTime,
 ) -> Result<()> {
+    time_with(op, size, dims, order, opts, false, out)
+}
+
+/// [`time`], with `lenient` as in [`select`].
+pub(super) fn time_with(
+    op: Collective,
+    size: Bytes,
+    dims: &[Dim],
+    order: &[usize],
+    opts: &Options,
+    lenient: bool,
+    out: &mut CollectiveTime,
+) -> Result<()> {
     let k = order.len();
     let flat = flat_ring_applies(op, opts.algorithm, k);
     if opts.algorithm != Algorithm::Ring || !flat {
-        out.n_phases = phases(op, size, dims, order, opts.algorithm, &mut out.phases)?;
+        out.n_phases = phases(
+            op,
+            size,
+            dims,
+            order,
+            opts.algorithm,
+            lenient,
+            &mut out.phases,
+        )?;
         out.total = pipelined_total(out.phases());
     }
     if flat {
@@ -218,7 +247,7 @@ pub(super) fn total(
     let mut best = Seconds::new(f64::INFINITY);
     if alg != Algorithm::Ring || !flat {
         let mut ph = [super::compose::EMPTY_PHASE; 2 * MAX_DIMS];
-        let ns = phases(op, size, dims, order, alg, &mut ph)?;
+        let ns = phases(op, size, dims, order, alg, false, &mut ph)?;
         best = pipelined_total(&ph[..ns]);
     }
     if flat {
