@@ -37,7 +37,7 @@ pub struct SweepArgs {
     /// A sweep file (TOML); flags override its fields.
     #[arg(long)]
     pub scenario: Option<PathBuf>,
-    /// How many ranked plans to print.
+    /// How many ranked plans to print (at most 100,000; ASTROLABE_MAX_TOP raises it).
     #[arg(long)]
     pub top: Option<usize>,
     /// Rank by: time, tokens, mfu, memory, headroom, cost.
@@ -153,6 +153,10 @@ pub struct SweepArgs {
     pub out: OutputArgs,
 }
 
+/// Hot-loop configurations from which a sweep shows a progress bar (on a terminal only):
+/// about half a second of work.
+const PROGRESS_FROM: u64 = 500_000;
+
 /// Grids larger than this need `--max-configs`.
 pub const DEFAULT_MAX_CONFIGS: u64 = 200_000_000;
 
@@ -197,6 +201,7 @@ pub fn run(args: &SweepArgs) -> Result<Report> {
     if top == 0 {
         return Err(Error::input("--top", "must be at least 1 plan"));
     }
+    crate::limits::TOP_PLANS.check(top as u64, "--top")?;
     if global_batch == 0 {
         return Err(Error::input(
             "--global-batch",
@@ -226,7 +231,7 @@ pub fn run(args: &SweepArgs) -> Result<Report> {
             top_k: top,
             pareto_cap: 256,
             parallel: !args.sequential,
-            progress: grid.hot_len() > 2_000_000 && std::io::stderr().is_terminal(),
+            progress: grid.hot_len() > PROGRESS_FROM && std::io::stderr().is_terminal(),
         },
     };
     let result = match &args.all {

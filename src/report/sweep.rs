@@ -79,6 +79,13 @@ pub struct SweepRow {
     pub memory_per_device_bytes: f64,
     /// Fits in device memory (always true for ranked plans).
     pub fits: bool,
+    /// Configurations this row stands for: itself and the variants that tie with it (the
+    /// same structural plan on the same system, differing only in knobs, with time and
+    /// memory in the same 0.1% bins; docs/sweep.md).
+    pub variants: u32,
+    /// The plan fields in which those variants differ from this row, comma-separated
+    /// (`order`, `dp_overlap`, …); empty when the row stands alone.
+    pub variant_axes: String,
 }
 
 impl SweepRow {
@@ -93,6 +100,8 @@ impl SweepRow {
             mfu: e.metrics.mfu,
             memory_per_device_bytes: e.memory.total.get(),
             fits: e.memory.fits,
+            variants: 1,
+            variant_axes: String::new(),
         }
     }
 }
