@@ -37,7 +37,8 @@ pub struct SweepArgs {
     /// A sweep file (TOML); flags override its fields.
     #[arg(long)]
     pub scenario: Option<PathBuf>,
-    /// How many ranked plans to print (at most 100,000; ASTROLABE_MAX_TOP raises it).
+    /// How many ranked plans to print (at most 100,000 when the grid has more configurations;
+    /// ASTROLABE_MAX_TOP raises it).
     #[arg(long)]
     pub top: Option<usize>,
     /// Rank by: time, tokens, mfu, memory, headroom, cost.
@@ -201,7 +202,6 @@ pub fn run(args: &SweepArgs) -> Result<Report> {
     if top == 0 {
         return Err(Error::input("--top", "must be at least 1 plan"));
     }
-    crate::limits::TOP_PLANS.check(top as u64, "--top")?;
     if global_batch == 0 {
         return Err(Error::input(
             "--global-batch",
@@ -224,6 +224,9 @@ pub fn run(args: &SweepArgs) -> Result<Report> {
         ));
     }
     let grid = Grid::build(&model, &system, global_batch, axes)?;
+    // The ranking holds at most one plan per configuration of the grid.
+    let top = top.min(usize::try_from(grid.hot_len()).unwrap_or(usize::MAX)).max(1);
+    crate::limits::TOP_PLANS.check(top as u64, "--top")?;
     let opts = SearchOptions {
         sort,
         pareto,
