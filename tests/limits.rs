@@ -173,3 +173,306 @@ fn a_limit_reached_while_writing_leaves_no_files() {
     assert!(d.join("o/workload.7.et").exists() && d.join("o/comm_groups.json").exists());
     nothing_written(&d, "none");
 }
+
+/// Data rows of the table titled `title` in plain ASCII table output: its lines between
+/// the header rule (`+===`) and the closing rule, split into trimmed cells.
+fn table_rows(out: &str, title: &str) -> Vec<Vec<String>> {
+    let lines: Vec<&str> = out.lines().collect();
+    let start = lines.iter().position(|l| *l == title).expect(title);
+    let body = lines[start..].iter().skip_while(|l| !l.starts_with("+=="));
+    body.skip(1)
+        .take_while(|l| l.starts_with('|'))
+        .map(|l| {
+            l.trim_matches('|')
+                .split('|')
+                .map(|c| c.trim().to_string())
+                .collect()
+        })
+        .collect()
+}
+
+/// The header cells of the table titled `title`.
+fn table_header(out: &str, title: &str) -> Vec<String> {
+    let lines: Vec<&str> = out.lines().collect();
+    let start = lines.iter().position(|l| *l == title).expect(title);
+    lines[start + 2]
+        .trim_matches('|')
+        .split('|')
+        .map(|c| c.trim().to_string())
+        .collect()
+}
+
+/// A table longer than the limit prints that many rows and says how many more there are
+/// and how to get them; CSV writes them all.
+#[test]
+fn long_tables_cap_with_a_note() {
+    let sweep = common::SWEEP;
+    let out = bin()
+        .args(sweep)
+        .args(["--top", "8", "--table", "top", "--no-timing"])
+        .env("ASTROLABE_MAX_TABLE_ROWS", "5")
+        .output()
+        .unwrap();
+    let s = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(table_rows(&s, "top").len(), 5, "{s}");
+    assert!(
+        s.contains("… 3 more rows of 'top' not printed: use --format csv or --format json"),
+        "{s}"
+    );
+    let csv = common::text(&[&sweep[..], &["--top", "8", "--format", "csv"]].concat());
+    assert_eq!(csv.lines().count(), 1 + 8, "{csv}");
+}
+
+/// `--columns` takes the names the CSV prints (`plan.dp`), and their last part (`dp`).
+#[test]
+fn columns_take_the_csv_names() {
+    let sweep = common::SWEEP;
+    let run = |cols: &str| {
+        let extra = ["--table", "top", "--no-timing", "--columns", cols];
+        common::text(&[&sweep[..], &extra].concat())
+    };
+    let full = run("plan.dp,plan.tp,iteration_time_s");
+    assert_eq!(table_header(&full, "top"), ["dp", "tp", "iteration"]);
+    assert_eq!(full, run("dp,tp,iteration_time_s"));
+    let csv = common::text(&[&sweep[..], &["--format", "csv"]].concat());
+    assert!(csv.lines().next().unwrap().contains("plan.dp"), "{csv}");
+    common::usage_error(
+        &[&sweep[..], &["--columns", "plan.bogus"]].concat(),
+        "plan.bogus",
+    );
+}
+
+/// A CP sweep shows the CP column, so dp·tp·pp·cp multiplies out to the devices:
+/// Llama 3 8B on 64 H100s with CP 1, 2 and 4.
+#[test]
+fn a_cp_sweep_shows_cp() {
+    let args = [
+        "sweep",
+        "--model",
+        "llama3-8b",
+        "--system",
+        "dgx-h100",
+        "--gpus",
+        "64",
+        "--global-batch",
+        "512",
+        "--cp",
+        "1,2,4",
+        "--top",
+        "10",
+        "--sort",
+        "memory",
+        "--table",
+        "top",
+        "--no-timing",
+    ];
+    let out = common::text(&args);
+    let head = table_header(&out, "top");
+    let at = |name: &str| head.iter().position(|h| h == name).expect(name);
+    let (dp, tp, pp, cp) = (at("dp"), at("tp"), at("pp"), at("cp"));
+    let rows = table_rows(&out, "top");
+    assert_eq!(rows.len(), 10);
+    let n = |r: &Vec<String>, i: usize| r[i].parse::<u32>().unwrap();
+    for r in &rows {
+        assert_eq!(n(r, dp) * n(r, tp) * n(r, pp) * n(r, cp), 64, "{r:?}");
+    }
+    assert!(rows.iter().any(|r| n(r, cp) > 1), "{out}");
+}
+
+/// Drop reasons keep their numbers: Megatron-LM 1.7B on 8 A100s, global batch 16, with
+/// micro-batches of 4: dp = 8 needs 8·4 = 32 sequences, 16 is not a multiple.
+#[test]
+fn drop_reasons_carry_their_numbers() {
+    let v = common::json(
+        &[
+            &common::SWEEP[..],
+            &["--micro-batch", "1,4", "--tp", "1", "--pp", "1"],
+        ]
+        .concat(),
+    );
+    let reasons: Vec<&str> = (v["drops"].as_array().unwrap().iter())
+        .map(|d| d["reason"].as_str().unwrap())
+        .collect();
+    assert!(
+        reasons
+            .iter()
+            .any(|r| r.contains("16 is not a multiple of dp·micro_batch = 32")),
+        "{reasons:?}"
+    );
+    assert!(reasons.iter().all(|r| !r.contains("N is")), "{reasons:?}");
+}
+
+/// No −0 in any output: a price of −0 is 0, and a negative price is refused.
+#[test]
+fn a_negative_zero_price_prints_zero() {
+    let args = [
+        "compare",
+        "--model",
+        "llama3-8b",
+        "--system",
+        "dgx-h100",
+        "--gpus",
+        "8",
+        "--tp",
+        "8",
+    ];
+    let v = common::json(&[&args[..], &["--gpu-hour-price=-0"]].concat());
+    let c = &v["variants"][0];
+    assert_eq!(c["gpu_hour_price"].as_f64(), Some(0.0));
+    let raw = common::text(&[&args[..], &["--gpu-hour-price=-0", "--format", "json"]].concat());
+    assert!(!raw.contains("-0.0") && !raw.contains(": -0"), "{raw}");
+    let table = common::ok(&[&args[..], &["--gpu-hour-price=-0"]].concat());
+    assert!(!table.contains("−0") && !table.contains("-0"), "{table}");
+    common::usage_error(&[&args[..], &["--gpu-hour-price=-2"]].concat(), "≥ 0");
+}
+
+/// Each system its own price: cost = GPU-hours × that system's price, and the cost change
+/// differs from the GPU-hour change. GPU-hours per 10⁹ tokens = 10⁹ / (tokens/s) · GPUs /
+/// 3600, from each column's own tokens/s.
+#[test]
+fn compare_prices_each_system() {
+    let v = common::json(&[
+        "compare",
+        "--model",
+        "llama3-8b",
+        "--system",
+        "dgx-h100",
+        "--system",
+        "dgx-b200",
+        "--gpus",
+        "8",
+        "--tp",
+        "8",
+        "--gpu-hour-price",
+        "dgx-h100=2.5",
+        "--gpu-hour-price",
+        "dgx-b200=4",
+    ]);
+    let cols = v["variants"].as_array().unwrap();
+    let mut costs = Vec::new();
+    for (c, price) in cols.iter().zip([2.5, 4.0]) {
+        let tps = c["tokens_per_s"].as_f64().unwrap();
+        let hours = 1e9 / tps * 8.0 / 3600.0;
+        let cost = c["cost_per_billion_tokens"].as_f64().unwrap();
+        assert!(
+            (cost / (hours * price) - 1.0).abs() < 1e-9,
+            "{cost} vs {hours}·{price}"
+        );
+        costs.push((hours, cost));
+    }
+    let hours_ratio = costs[1].0 / costs[0].0;
+    let cost_ratio = costs[1].1 / costs[0].1;
+    assert!((cost_ratio / hours_ratio - 4.0 / 2.5).abs() < 1e-9);
+    common::usage_error(
+        &[
+            "compare",
+            "--model",
+            "llama3-8b",
+            "--system",
+            "dgx-h100",
+            "--gpus",
+            "8",
+            "--gpu-hour-price",
+            "dgx-a100=1",
+        ],
+        "unknown system or column 'dgx-a100'",
+    );
+    // One price for two systems: the note says the cost change is the GPU-hour change.
+    let t = common::text(&[
+        "compare",
+        "--model",
+        "llama3-8b",
+        "--system",
+        "dgx-h100",
+        "--system",
+        "dgx-b200",
+        "--gpus",
+        "8",
+        "--tp",
+        "8",
+        "--gpu-hour-price",
+        "3",
+    ]);
+    assert!(t.contains("cost changes equal GPU-hour changes"), "{t}");
+}
+
+/// A scenario file infers the interleaved schedule from its virtual stages, as the
+/// command line does: the same plan and time as `--virtual-stages 2`.
+#[test]
+fn a_scenario_infers_interleaved() {
+    let d = tmp("limits_scenario");
+    let plan = "gpus = 16\ntp = 2\npp = 4\nvirtual_stages = 2\nglobal_batch = 32";
+    std::fs::write(
+        d.join("run.toml"),
+        format!("model = \"megatron-2021-1.7b\"\nsystem = \"dgx-a100\"\n[plan]\n{plan}\n"),
+    )
+    .unwrap();
+    let file = common::json(&[
+        "estimate",
+        "--scenario",
+        d.join("run.toml").to_str().unwrap(),
+    ]);
+    assert_eq!(file["plan"]["schedule"], "interleaved");
+    assert_eq!(file["plan"]["virtual_stages"], 2);
+    // The same plan from flags.
+    let flags = common::json(&[
+        "estimate",
+        "--model",
+        "megatron-2021-1.7b",
+        "--system",
+        "dgx-a100",
+        "--gpus",
+        "16",
+        "--tp",
+        "2",
+        "--pp",
+        "4",
+        "--virtual-stages",
+        "2",
+        "--global-batch",
+        "32",
+    ]);
+    assert_eq!(file["plan"], flags["plan"]);
+    assert_eq!(file["iteration_time_s"], flags["iteration_time_s"]);
+}
+
+/// Issue 20: the top 10 of Megatron-LM's 1T model on 3072 A100s are 10 distinct plans —
+/// no two rows agree in every column the table shows — and the group-order variants that
+/// tie (equal time and memory) merged into one row that counts them.
+#[test]
+fn the_top_10_of_the_1t_sweep_are_distinct_plans() {
+    let args = [
+        "sweep",
+        "--model",
+        "megatron-2021-1t",
+        "--system",
+        "dgx-a100",
+        "--gpus",
+        "3072",
+        "--global-batch",
+        "3072",
+        "--top",
+        "10",
+        "--table",
+        "top",
+        "--no-timing",
+    ];
+    let start = Instant::now();
+    let out = common::text(&args);
+    assert!(
+        start.elapsed() < Duration::from_secs(20),
+        "{:?}",
+        start.elapsed()
+    );
+    let rows = table_rows(&out, "top");
+    assert_eq!(rows.len(), 10, "{out}");
+    for (i, a) in rows.iter().enumerate() {
+        for b in &rows[i + 1..] {
+            assert_ne!(a[1..], b[1..], "two rows look the same:\n{out}");
+        }
+    }
+    let v = common::json(&args[..args.len() - 3]);
+    let top = &v["top"][0];
+    assert_eq!(top["variants"], 2);
+    assert_eq!(top["variant_axes"], "order");
+}

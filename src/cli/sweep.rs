@@ -225,7 +225,9 @@ pub fn run(args: &SweepArgs) -> Result<Report> {
     }
     let grid = Grid::build(&model, &system, global_batch, axes)?;
     // The ranking holds at most one plan per configuration of the grid.
-    let top = top.min(usize::try_from(grid.hot_len()).unwrap_or(usize::MAX)).max(1);
+    let top = top
+        .min(usize::try_from(grid.hot_len()).unwrap_or(usize::MAX))
+        .max(1);
     crate::limits::TOP_PLANS.check(top as u64, "--top")?;
     let opts = SearchOptions {
         sort,
