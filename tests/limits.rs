@@ -326,28 +326,33 @@ fn a_negative_zero_price_prints_zero() {
     common::usage_error(&[&args[..], &["--gpu-hour-price=-2"]].concat(), "≥ 0");
 }
 
+/// Llama 3 8B on 8 GPUs with TP 8, on a DGX H100 and a DGX B200.
+const H100_B200: [&str; 11] = [
+    "compare",
+    "--model",
+    "llama3-8b",
+    "--system",
+    "dgx-h100",
+    "--system",
+    "dgx-b200",
+    "--gpus",
+    "8",
+    "--tp",
+    "8",
+];
+
 /// Each system its own price: cost = GPU-hours × that system's price, and the cost change
 /// differs from the GPU-hour change. GPU-hours per 10⁹ tokens = 10⁹ / (tokens/s) · GPUs /
 /// 3600, from each column's own tokens/s.
 #[test]
 fn compare_prices_each_system() {
-    let v = common::json(&[
-        "compare",
-        "--model",
-        "llama3-8b",
-        "--system",
-        "dgx-h100",
-        "--system",
-        "dgx-b200",
-        "--gpus",
-        "8",
-        "--tp",
-        "8",
+    let prices = [
         "--gpu-hour-price",
         "dgx-h100=2.5",
         "--gpu-hour-price",
         "dgx-b200=4",
-    ]);
+    ];
+    let v = common::json(&[&H100_B200[..], &prices].concat());
     let cols = v["variants"].as_array().unwrap();
     let mut costs = Vec::new();
     for (c, price) in cols.iter().zip([2.5, 4.0]) {
@@ -378,21 +383,7 @@ fn compare_prices_each_system() {
         "unknown system or column 'dgx-a100'",
     );
     // One price for two systems: the note says the cost change is the GPU-hour change.
-    let t = common::text(&[
-        "compare",
-        "--model",
-        "llama3-8b",
-        "--system",
-        "dgx-h100",
-        "--system",
-        "dgx-b200",
-        "--gpus",
-        "8",
-        "--tp",
-        "8",
-        "--gpu-hour-price",
-        "3",
-    ]);
+    let t = common::text(&[&H100_B200[..], &["--gpu-hour-price", "3"]].concat());
     assert!(t.contains("cost changes equal GPU-hour changes"), "{t}");
 }
 
@@ -475,4 +466,24 @@ fn the_top_10_of_the_1t_sweep_are_distinct_plans() {
     let top = &v["top"][0];
     assert_eq!(top["variants"], 2);
     assert_eq!(top["variant_axes"], "order");
+}
+
+/// Found by the campaign (tests/limits_props.rs): an export whose plan the estimate
+/// refuses after the traces are generated (24 GPUs, dp 12 across 8-GPU nodes: "group of 12
+/// does not align with dimension 0 of size 8") left its files behind; now it leaves none.
+#[test]
+fn an_export_refused_by_the_estimate_leaves_no_files() {
+    let d = tmp("limits_refused");
+    std::fs::write(d.join("tiny.toml"), MODEL).unwrap();
+    bin()
+        .current_dir(&d)
+        .args(["export", "astra", "--out", "o", "--model", "tiny.toml"])
+        .args([
+            "--system", "dgx-a100", "--gpus", "24", "--tp", "1", "--pp", "2",
+        ])
+        .args(["--global-batch", "12"])
+        .assert()
+        .code(2)
+        .stderr(contains("does not align with dimension 0 of size 8"));
+    nothing_written(&d, "o");
 }

@@ -101,6 +101,8 @@ proptest! {
     ) {
         let parent = std::env::temp_dir()
             .join(format!("astrolabe_limits_props_{}_{case}", std::process::id()));
+        // A fresh directory (shrinking reruns a case with the same name).
+        std::fs::remove_dir_all(&parent).ok();
         std::fs::create_dir_all(&parent).unwrap();
         std::fs::write(
             parent.join("tiny.toml"),

@@ -312,13 +312,16 @@ pub fn iteration_system(
 
 /// Writes network.yml, system.json, remote_memory.json, `comm_groups.json` and
 /// `workload.<rank>.et` for every NPU of a training iteration into `dir` (ranks are
-/// generated, encoded and written in parallel, one at a time per thread).
-pub fn write_iteration(
+/// generated, encoded and written in parallel, one at a time per thread). `check` runs on
+/// the complete files (given their workload prefix) before they are moved into `dir`: when
+/// it fails, nothing is left.
+pub fn write_iteration<T>(
     dir: &Path,
     net: &AstraNetwork,
     sys: &AstraSystem,
     generator: &super::iteration::Generator,
-) -> Result<Written> {
+    check: impl FnOnce(&Path) -> Result<T>,
+) -> Result<(Written, T)> {
     if generator.npus() as u64 != net.npus() {
         return Err(Error::input(
             "export astra",
@@ -348,9 +351,11 @@ pub fn write_iteration(
         .collect::<Result<_>>()?;
     bar.finish_and_clear();
     st.names.extend(names);
+    let checked = check(&st.tmp.join("workload"))?;
     let files = st.commit()?;
-    Ok(Written {
+    let written = Written {
         files,
         prefix: dir.join("workload"),
-    })
+    };
+    Ok((written, checked))
 }

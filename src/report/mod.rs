@@ -390,6 +390,21 @@ mod tests {
     }
 
     #[test]
+    fn counts_have_thousands_separators() {
+        assert_eq!(thousands(999_000), "999,000");
+        assert_eq!(thousands(1_000), "1,000");
+        assert_eq!(thousands(999), "999");
+        assert_eq!(thousands(12_345_678), "12,345,678");
+    }
+
+    #[test]
+    fn columns_answer_to_their_csv_name_and_its_last_part() {
+        assert!(key_matches("plan.dp", "plan.dp") && key_matches("plan.dp", "dp"));
+        assert!(key_matches("rank", "rank"));
+        assert!(!key_matches("plan.dp", "plan") && !key_matches("plan.dp_overlap", "dp"));
+    }
+
+    #[test]
     fn wrong_row_length_is_an_error() {
         let mut t = Table::new("x", &[("a", "a")]);
         assert!(t.push(vec![]).is_err());
