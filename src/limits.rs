@@ -59,6 +59,14 @@ pub const TOP_PLANS: Limit = Limit {
     default: 100_000,
 };
 
+/// Rows one `sweep --all FILE` may write (one per evaluated configuration, counted before
+/// the file is created): 10,000,000 (a few GB of CSV).
+pub const ALL_ROWS: Limit = Limit {
+    what: "rows written by sweep --all",
+    env: "ASTROLABE_MAX_ALL_ROWS",
+    default: 10_000_000,
+};
+
 /// Bytes read from one input file (TOML, YAML, JSON, Chakra trace): 256 MiB.
 pub const INPUT_BYTES: Limit = Limit {
     what: "bytes in one input file",

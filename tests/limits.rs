@@ -487,3 +487,44 @@ fn an_export_refused_by_the_estimate_leaves_no_files() {
         .stderr(contains("does not align with dimension 0 of size 8"));
     nothing_written(&d, "o");
 }
+
+/// `sweep --all FILE` counts its rows before it creates the file: at most one per
+/// configuration of the hot loop. With tp 1, pp 1 and micro-batch 1 on 8 GPUs there is one structural plan
+/// (the schedules of a single stage are one run), times 4 ZeRO stages · 3 recomputations ·
+/// 2 · 2 · 2 · 2 · 2 switches = 384 rows.
+#[test]
+fn sweep_all_counts_its_rows_first() {
+    let d = tmp("limits_all");
+    let file = d.join("all.csv");
+    let args = [
+        &common::SWEEP[..],
+        &["--tp", "1", "--pp", "1", "--micro-batch", "1"],
+    ]
+    .concat();
+    let v = common::json(&args);
+    let rows = v["evaluated"].as_u64().unwrap();
+    assert_eq!(rows, 384);
+    let limit = (rows - 1).to_string();
+    bin()
+        .args(&args)
+        .arg("--all")
+        .arg(&file)
+        .env("ASTROLABE_MAX_ALL_ROWS", &limit)
+        .assert()
+        .code(2)
+        .stderr(contains(format!(
+            "{rows} is more than the limit of {limit} rows"
+        )));
+    assert!(!file.exists());
+    bin()
+        .args(&args)
+        .arg("--all")
+        .arg(&file)
+        .env("ASTROLABE_MAX_ALL_ROWS", rows.to_string())
+        .assert()
+        .success();
+    let written = std::fs::read_to_string(&file).unwrap();
+    // Redundant knob settings are not written: at most one row per configuration.
+    let n = written.lines().count() as u64 - 1;
+    assert!(n >= 1 && n <= rows, "{n} rows");
+}

@@ -241,6 +241,7 @@ pub fn run(args: &SweepArgs) -> Result<Report> {
     };
     let result = match &args.all {
         Some(path) => {
+            crate::limits::ALL_ROWS.check(grid.hot_len(), "--all")?;
             let mut w = all::Writer::create(path, &grid)?;
             let res = {
                 let mut sink = |i: u64, o: &Outcome<Hit>| w.row(&grid, i, o);
