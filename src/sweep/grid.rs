@@ -298,7 +298,7 @@ impl Grid {
                                 if sys.device.peak(precision).is_err() {
                                     invalid.add(
                                         &format!(
-                                            "precision {} not supported by the device {}",
+                                            "precision not supported by the device: {} on {}",
                                             precision.name(),
                                             sys.device.name()
                                         ),
