@@ -95,8 +95,10 @@ pub struct Scenario {
     pub baseline_label: String,
     /// The baseline: `model`, `system`, `plan` as TOML values.
     pub baseline: Table,
-    /// Price per device-hour of the baseline.
+    /// Price per device-hour of every column without its own.
     pub gpu_hour_price: Option<f64>,
+    /// Price per device-hour of the baseline column alone (`--gpu-hour-price NAME=PRICE`).
+    pub baseline_price: Option<f64>,
     /// Token budget for the time-to-train rows.
     pub tokens: Option<f64>,
     /// The variants, in file order.
@@ -177,7 +179,7 @@ pub fn parse(text: &str, origin: &Path) -> Result<Scenario> {
                 name: v.name,
                 description: v.description,
                 overrides: o,
-                gpu_hour_price: v.gpu_hour_price,
+                gpu_hour_price: v.gpu_hour_price.map(|p| p + 0.0),
             }
         })
         .collect();
@@ -194,7 +196,8 @@ pub fn parse(text: &str, origin: &Path) -> Result<Scenario> {
         source: f.source,
         baseline_label: f.baseline,
         baseline,
-        gpu_hour_price: f.gpu_hour_price,
+        gpu_hour_price: f.gpu_hour_price.map(|p| p + 0.0),
+        baseline_price: None,
         tokens: f
             .tokens
             .map(|t| crate::units::parse_count("tokens", &t))
@@ -207,6 +210,47 @@ pub fn parse(text: &str, origin: &Path) -> Result<Scenario> {
 }
 
 impl Scenario {
+    /// Sets the price per device-hour: of every column (`name` None), or of the columns
+    /// whose label or system (the name given for it) is `name`.
+    pub fn set_price(&mut self, name: Option<&str>, price: f64) -> Result<()> {
+        let Some(name) = name else {
+            self.gpu_hour_price = Some(price);
+            return Ok(());
+        };
+        let system_of = |t: &Table| match t.get("system") {
+            Some(Value::String(s)) => Some(s.clone()),
+            _ => None,
+        };
+        let base_system = system_of(&self.baseline);
+        let mut found = false;
+        if self.baseline_label == name || base_system.as_deref() == Some(name) {
+            self.baseline_price = Some(price);
+            found = true;
+        }
+        for v in &mut self.variants {
+            let system = match v.overrides.get("system") {
+                Some(_) => system_of(&v.overrides),
+                None => base_system.clone(),
+            };
+            if v.name == name || system.as_deref() == Some(name) {
+                v.gpu_hour_price = Some(price);
+                found = true;
+            }
+        }
+        if found {
+            return Ok(());
+        }
+        let mut names: Vec<String> = vec![self.baseline_label.clone()];
+        names.extend(base_system);
+        for v in &self.variants {
+            names.push(v.name.clone());
+            names.extend(system_of(&v.overrides));
+        }
+        names.dedup();
+        let names: Vec<&str> = names.iter().map(String::as_str).collect();
+        Err(Error::unknown("system or column", name, &names).context("--gpu-hour-price"))
+    }
+
     /// A scenario built from flags: the first model and system are the baseline; every
     /// other (model, system) pair is a variant. `plan` is the `[plan]` table.
     pub fn from_flags(models: &[String], systems: &[String], plan: Table) -> Result<Scenario> {
@@ -249,6 +293,7 @@ impl Scenario {
             baseline_label: label(m0, s0),
             baseline,
             gpu_hour_price: None,
+            baseline_price: None,
             tokens: None,
             variants,
             origin: PathBuf::from("<command line>"),

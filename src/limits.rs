@@ -34,6 +34,39 @@ pub const FILES_WRITTEN: Limit = Limit {
     default: 1 << 16,
 };
 
+/// Bytes one `export` may write (traces and configs together): 4 GiB. Checked before
+/// anything is written against a lower bound of the export's size, then file by file as
+/// the traces are encoded (a refused export leaves no file behind).
+pub const BYTES_WRITTEN: Limit = Limit {
+    what: "bytes written by one export",
+    env: "ASTROLABE_MAX_WRITE_BYTES",
+    default: 4 << 30,
+};
+
+/// Rows a terminal or Markdown table prints; longer tables print their first rows and a
+/// note pointing to `--format csv` or `json`, which write every row: 1,000.
+pub const TABLE_ROWS: Limit = Limit {
+    what: "rows in a printed table",
+    env: "ASTROLABE_MAX_TABLE_ROWS",
+    default: 1000,
+};
+
+/// Plans one sweep may rank (`--top`): each is kept in memory with its whole estimate
+/// until the end: 100,000.
+pub const TOP_PLANS: Limit = Limit {
+    what: "ranked plans in one sweep (--top)",
+    env: "ASTROLABE_MAX_TOP",
+    default: 100_000,
+};
+
+/// Rows one `sweep --all FILE` may write (one per evaluated configuration, counted before
+/// the file is created): 10,000,000 (a few GB of CSV).
+pub const ALL_ROWS: Limit = Limit {
+    what: "rows written by sweep --all",
+    env: "ASTROLABE_MAX_ALL_ROWS",
+    default: 10_000_000,
+};
+
 /// Bytes read from one input file (TOML, YAML, JSON, Chakra trace): 256 MiB.
 pub const INPUT_BYTES: Limit = Limit {
     what: "bytes in one input file",

@@ -110,13 +110,121 @@ pub struct Written {
     pub prefix: PathBuf,
 }
 
-fn write(path: PathBuf, text: &str, files: &mut Vec<PathBuf>) -> Result<()> {
-    std::fs::write(&path, text).map_err(|source| Error::Io {
-        path: path.clone(),
+/// An export in progress: every file goes into a temporary directory beside the target
+/// (`.DIR.partial-PID`), and only a complete export is moved into place
+/// ([`Staging::commit`]); dropped uncommitted (an error, a refused limit), the temporary
+/// directory is removed, so a failed export leaves no partial files.
+struct Staging {
+    target: PathBuf,
+    tmp: PathBuf,
+    names: Vec<String>,
+    bytes: std::sync::atomic::AtomicU64,
+    max_bytes: u64,
+    committed: bool,
+}
+
+fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> Error + '_ {
+    move |source| Error::Io {
+        path: path.to_path_buf(),
         source,
-    })?;
-    files.push(path);
-    Ok(())
+    }
+}
+
+impl Staging {
+    fn new(target: &Path) -> Result<Staging> {
+        let max_bytes = crate::limits::BYTES_WRITTEN.max()?;
+        let parent = match target.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
+        std::fs::create_dir_all(&parent).map_err(io_err(&parent))?;
+        let leaf = target
+            .file_name()
+            .map_or_else(|| "export".into(), |n| n.to_string_lossy().into_owned());
+        let tmp = parent.join(format!(".{leaf}.partial-{}", std::process::id()));
+        if tmp.exists() {
+            std::fs::remove_dir_all(&tmp).map_err(io_err(&tmp))?;
+        }
+        std::fs::create_dir(&tmp).map_err(io_err(&tmp))?;
+        Ok(Staging {
+            target: target.to_path_buf(),
+            tmp,
+            names: Vec::new(),
+            bytes: std::sync::atomic::AtomicU64::new(0),
+            max_bytes,
+            committed: false,
+        })
+    }
+
+    /// Counts `n` more bytes against [`crate::limits::BYTES_WRITTEN`] before they are
+    /// written.
+    fn reserve(&self, n: u64) -> Result<()> {
+        use std::sync::atomic::Ordering;
+        let total = self.bytes.fetch_add(n, Ordering::Relaxed) + n;
+        if total > self.max_bytes {
+            return crate::limits::BYTES_WRITTEN.check(total, "export astra: bytes to write");
+        }
+        Ok(())
+    }
+
+    /// Writes `bytes` as `name` in the temporary directory.
+    fn write(&mut self, name: &str, bytes: &[u8]) -> Result<()> {
+        self.write_shared(name, bytes)?;
+        self.names.push(name.to_string());
+        Ok(())
+    }
+
+    /// [`Staging::write`] from several threads; the caller records the names.
+    fn write_shared(&self, name: &str, bytes: &[u8]) -> Result<()> {
+        self.reserve(bytes.len() as u64)?;
+        let p = self.tmp.join(name);
+        std::fs::write(&p, bytes).map_err(io_err(&p))
+    }
+
+    /// Moves the complete export into the target directory: a rename of the whole
+    /// directory when the target does not exist, else file by file (replacing files of
+    /// the same name). Returns the final paths, in writing order.
+    fn commit(mut self) -> Result<Vec<PathBuf>> {
+        if !self.target.exists() {
+            std::fs::rename(&self.tmp, &self.target).map_err(io_err(&self.target))?;
+        } else {
+            for n in &self.names {
+                let to = self.target.join(n);
+                std::fs::rename(self.tmp.join(n), &to).map_err(io_err(&to))?;
+            }
+            std::fs::remove_dir_all(&self.tmp).map_err(io_err(&self.tmp))?;
+        }
+        self.committed = true;
+        Ok(self.names.iter().map(|n| self.target.join(n)).collect())
+    }
+}
+
+impl Drop for Staging {
+    fn drop(&mut self) {
+        if !self.committed {
+            // Best effort: the export already failed with its own error.
+            let _ = std::fs::remove_dir_all(&self.tmp);
+        }
+    }
+}
+
+/// A lower bound of one Chakra node's encoded size, bytes: its length varint (1), id
+/// (2), type (2), name (2 + at least 10 characters) and two attributes (at least 8 each).
+/// Checked by a test against generated traces.
+pub const MIN_NODE_BYTES: u64 = 32;
+
+/// Refuses an export of `files` files and `nodes` trace nodes above
+/// [`crate::limits::FILES_WRITTEN`], [`crate::limits::TRACE_NODES`] or (by the lower
+/// bound [`MIN_NODE_BYTES`] per node) [`crate::limits::BYTES_WRITTEN`], before anything is
+/// written.
+pub fn check_size(files: u64, nodes: u128) -> Result<()> {
+    use crate::limits::{BYTES_WRITTEN, FILES_WRITTEN, TRACE_NODES};
+    FILES_WRITTEN.check(files, "export astra: files to write")?;
+    TRACE_NODES.check(nodes, "export astra: trace nodes to write")?;
+    BYTES_WRITTEN.check(
+        nodes.saturating_mul(u128::from(MIN_NODE_BYTES)),
+        "export astra: bytes to write (at least)",
+    )
 }
 
 /// Writes network.yml, system.json, remote_memory.json and one `.et` per NPU into `dir`.
@@ -133,39 +241,55 @@ pub fn write_microbenchmark(
             "too large for Chakra's int64 comm_size",
         ));
     }
-    let mut files = write_configs(dir, net, sys)?;
     let n = net.npus();
+    check_size(n + 3, u128::from(n))?;
+    let mut st = Staging::new(dir)?;
+    write_configs(&mut st, net, sys)?;
     let base = op.name().replace('-', "_");
     let name = format!("{base}_{n}npus_{comm_size}B");
-    let prefix = dir.join(&base);
-    let trace = microbenchmark_trace(op, comm_size, &name);
+    let trace = chakra::encode(&microbenchmark_trace(op, comm_size, &name));
+    let bar = progress(n, "traces written");
     for r in 0..n as usize {
-        let p = chakra::rank_path(&prefix, r);
-        chakra::write_file(&p, &trace)?;
-        files.push(p);
+        st.write(&rank_name(&base, r), &trace)?;
+        bar.inc(1);
     }
-    Ok(Written { files, prefix })
+    bar.finish_and_clear();
+    let files = st.commit()?;
+    Ok(Written {
+        files,
+        prefix: dir.join(&base),
+    })
 }
 
-/// Creates `dir` and writes the three configuration files every export has:
-/// network.yml, system.json and remote_memory.json. Returns their paths.
-/// Checks first that the whole export (the configs and one trace per NPU) stays within
-/// [`crate::limits::FILES_WRITTEN`], so nothing is written when it would not.
-fn write_configs(dir: &Path, net: &AstraNetwork, sys: &AstraSystem) -> Result<Vec<PathBuf>> {
-    crate::limits::FILES_WRITTEN.check(net.npus() + 4, "export astra: files to write")?;
-    std::fs::create_dir_all(dir).map_err(|source| Error::Io {
-        path: dir.to_path_buf(),
-        source,
-    })?;
-    let mut files = Vec::new();
-    write(dir.join("network.yml"), &net.to_yaml(), &mut files)?;
-    write(dir.join("system.json"), &sys.to_json(), &mut files)?;
-    write(
-        dir.join("remote_memory.json"),
-        REMOTE_MEMORY_JSON,
-        &mut files,
-    )?;
-    Ok(files)
+/// `<prefix>.<rank>.et`, the file name of one rank's trace.
+fn rank_name(prefix: &str, rank: usize) -> String {
+    chakra::rank_path(Path::new(prefix), rank)
+        .display()
+        .to_string()
+}
+
+/// A progress bar on standard error when it is a terminal (hidden otherwise, so tests
+/// and pipes stay quiet).
+fn progress(n: u64, what: &str) -> indicatif::ProgressBar {
+    use std::io::IsTerminal;
+    if !std::io::stderr().is_terminal() {
+        return indicatif::ProgressBar::hidden();
+    }
+    let b = indicatif::ProgressBar::new(n);
+    if let Ok(style) = indicatif::ProgressStyle::with_template(&format!(
+        "{{spinner}} [{{elapsed_precise}}] {{wide_bar}} {{human_pos}}/{{human_len}} {what} (eta {{eta}})"
+    )) {
+        b.set_style(style);
+    }
+    b
+}
+
+/// Writes the three configuration files every export has: network.yml, system.json and
+/// remote_memory.json.
+fn write_configs(st: &mut Staging, net: &AstraNetwork, sys: &AstraSystem) -> Result<()> {
+    st.write("network.yml", net.to_yaml().as_bytes())?;
+    st.write("system.json", sys.to_json().as_bytes())?;
+    st.write("remote_memory.json", REMOTE_MEMORY_JSON.as_bytes())
 }
 
 /// The system JSON for a training iteration on `device` in `precision`: the microbenchmark
@@ -188,13 +312,16 @@ pub fn iteration_system(
 
 /// Writes network.yml, system.json, remote_memory.json, `comm_groups.json` and
 /// `workload.<rank>.et` for every NPU of a training iteration into `dir` (ranks are
-/// generated, encoded and written in parallel, one at a time per thread).
-pub fn write_iteration(
+/// generated, encoded and written in parallel, one at a time per thread). `check` runs on
+/// the complete files (given their workload prefix) before they are moved into `dir`: when
+/// it fails, nothing is left.
+pub fn write_iteration<T>(
     dir: &Path,
     net: &AstraNetwork,
     sys: &AstraSystem,
     generator: &super::iteration::Generator,
-) -> Result<Written> {
+    check: impl FnOnce(&Path) -> Result<T>,
+) -> Result<(Written, T)> {
     if generator.npus() as u64 != net.npus() {
         return Err(Error::input(
             "export astra",
@@ -205,18 +332,30 @@ pub fn write_iteration(
             ),
         ));
     }
-    let mut files = write_configs(dir, net, sys)?;
+    check_size(u64::from(generator.npus()) + 4, generator.total_nodes())?;
+    let mut st = Staging::new(dir)?;
+    write_configs(&mut st, net, sys)?;
     let groups = super::iteration::groups_json(&generator.groups());
-    write(dir.join("comm_groups.json"), &groups, &mut files)?;
-    let prefix = dir.join("workload");
+    st.write("comm_groups.json", groups.as_bytes())?;
+    let bar = progress(u64::from(generator.npus()), "traces written");
     use rayon::prelude::*;
-    let traces: Vec<PathBuf> = (0..generator.npus())
+    let names: Vec<String> = (0..generator.npus())
         .into_par_iter()
         .map(|r| {
-            let p = chakra::rank_path(&prefix, r as usize);
-            chakra::write_file(&p, &generator.trace(r)).map(|_| p)
+            let name = rank_name("workload", r as usize);
+            let bytes = chakra::encode(&generator.trace(r));
+            st.write_shared(&name, &bytes)?;
+            bar.inc(1);
+            Ok(name)
         })
         .collect::<Result<_>>()?;
-    files.extend(traces);
-    Ok(Written { files, prefix })
+    bar.finish_and_clear();
+    st.names.extend(names);
+    let checked = check(&st.tmp.join("workload"))?;
+    let files = st.commit()?;
+    let written = Written {
+        files,
+        prefix: dir.join("workload"),
+    };
+    Ok((written, checked))
 }

@@ -209,6 +209,43 @@ impl<'a> Generator<'a> {
         self.plan.tp * self.plan.dp * self.plan.pp
     }
 
+    /// Nodes in the trace of a rank of stage `p`, counted from the schedule without
+    /// building it (see the module doc; `b` = 1 on the last stage for the logits, `q` =
+    /// pipeline neighbours of the stage, `L` = layers per stage):
+    ///
+    /// `N(p) = m·(2L·(1 + sp + tp) + b  +  2L·(1 + 2·sp + tp) + b  +  2q)
+    ///        + [dp > 1]·(L + [p = 0])·(1 + [zero ≥ 1])`
+    ///
+    /// where `tp` and `sp` are 1 when the layer has that collective (TP > 1, SP on):
+    /// forward `[AG] COMP [RS|AR]` per block, backward `[AG AG] COMP [RS|AR]` per block,
+    /// a send and a receive per pass that crosses each stage boundary, and the DP
+    /// reduction per layer (and embedding on stage 0).
+    pub fn stage_nodes(&self, p: u32) -> u64 {
+        let plan = self.plan;
+        let m = u64::from(plan.micro_batches);
+        let l = u64::from(plan.layers_per_stage(self.m.layers));
+        let tp = u64::from(plan.tp > 1);
+        let sp = tp * u64::from(plan.sp);
+        let last = u64::from(p == plan.pp - 1);
+        let q = u64::from(p > 0) + u64::from(p + 1 < plan.pp);
+        let fwd = 2 * l * (1 + sp + tp) + last;
+        let bwd = 2 * l * (1 + 2 * sp + tp) + last;
+        let grad = if plan.dp < 2 {
+            0
+        } else {
+            (l + u64::from(p == 0)) * (1 + u64::from(plan.zero >= 1))
+        };
+        m * (fwd + bwd + 2 * q) + grad
+    }
+
+    /// Nodes in the whole iteration, summed over every rank: `tp·dp·Σ_p N(p)`.
+    pub fn total_nodes(&self) -> u128 {
+        let per_stage: u128 = (0..self.plan.pp)
+            .map(|p| u128::from(self.stage_nodes(p)))
+            .sum();
+        u128::from(self.plan.tp) * u128::from(self.plan.dp) * per_stage
+    }
+
     /// The trace of `rank` (rank = t + tp·(d + dp·p)).
     pub fn trace(&self, rank: u32) -> TraceFile {
         let (tp, dp) = (self.plan.tp, self.plan.dp);

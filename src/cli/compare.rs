@@ -26,9 +26,11 @@ pub struct CompareArgs {
     /// The parallelism plan (overrides the scenario's `[plan]`).
     #[command(flatten)]
     pub plan: PlanFlags,
-    /// Price of one GPU-hour, to add cost rows (any currency).
-    #[arg(long, value_name = "PRICE")]
-    pub gpu_hour_price: Option<f64>,
+    /// Price of one GPU-hour, to add cost rows (any currency): PRICE for every column, or
+    /// NAME=PRICE for the columns of one system or one column label (repeat per system,
+    /// e.g. --gpu-hour-price dgx-h100=2.5 --gpu-hour-price dgx-b200=4).
+    #[arg(long, value_name = "[NAME=]PRICE")]
+    pub gpu_hour_price: Vec<String>,
     /// Token budget ("300B"): adds time and GPU-hours to train it.
     #[arg(long, value_name = "COUNT")]
     pub tokens: Option<String>,
@@ -61,8 +63,12 @@ pub fn run(args: &CompareArgs) -> Result<Report> {
     if let Some(t) = &args.tokens {
         scenario.tokens = Some(crate::units::parse_count("--tokens", t)?);
     }
-    if let Some(p) = args.gpu_hour_price {
-        scenario.gpu_hour_price = Some(p);
+    for p in &args.gpu_hour_price {
+        let (name, price) = match p.split_once('=') {
+            Some((n, v)) => (Some(n.trim()), v),
+            None => (None, p.as_str()),
+        };
+        scenario.set_price(name, parse_price(price)?)?;
     }
     let cmp = scenario.evaluate()?;
     let mut report = compare::report(&cmp)?;
@@ -75,4 +81,15 @@ pub fn run(args: &CompareArgs) -> Result<Report> {
             .push(format!("plot written to {}", path.display()));
     }
     Ok(report)
+}
+
+/// A price per GPU-hour: a finite number ≥ 0 (−0 is 0).
+fn parse_price(s: &str) -> Result<f64> {
+    match s.trim().parse::<f64>() {
+        Ok(p) if p.is_finite() && p >= 0.0 => Ok(p + 0.0),
+        _ => Err(Error::input(
+            "--gpu-hour-price",
+            format!("'{s}' is not a price: expected a finite number ≥ 0, e.g. 2.5 or dgx-h100=2.5"),
+        )),
+    }
 }

@@ -37,7 +37,8 @@ pub struct SweepArgs {
     /// A sweep file (TOML); flags override its fields.
     #[arg(long)]
     pub scenario: Option<PathBuf>,
-    /// How many ranked plans to print.
+    /// How many ranked plans to print (at most 100,000 when the grid has more configurations;
+    /// ASTROLABE_MAX_TOP raises it).
     #[arg(long)]
     pub top: Option<usize>,
     /// Rank by: time, tokens, mfu, memory, headroom, cost.
@@ -156,6 +157,10 @@ pub struct SweepArgs {
     pub out: OutputArgs,
 }
 
+/// Hot-loop configurations from which a sweep shows a progress bar (on a terminal only):
+/// about half a second of work.
+const PROGRESS_FROM: u64 = 500_000;
+
 /// Grids larger than this need `--max-configs`.
 pub const DEFAULT_MAX_CONFIGS: u64 = 200_000_000;
 
@@ -222,6 +227,11 @@ pub fn run(args: &SweepArgs) -> Result<Report> {
         ));
     }
     let grid = Grid::build(&model, &system, global_batch, axes)?;
+    // The ranking holds at most one plan per configuration of the grid.
+    let top = top
+        .min(usize::try_from(grid.hot_len()).unwrap_or(usize::MAX))
+        .max(1);
+    crate::limits::TOP_PLANS.check(top as u64, "--top")?;
     let opts = SearchOptions {
         sort,
         pareto,
@@ -229,11 +239,12 @@ pub fn run(args: &SweepArgs) -> Result<Report> {
             top_k: top,
             pareto_cap: 256,
             parallel: !args.sequential,
-            progress: grid.hot_len() > 2_000_000 && std::io::stderr().is_terminal(),
+            progress: grid.hot_len() > PROGRESS_FROM && std::io::stderr().is_terminal(),
         },
     };
     let result = match &args.all {
         Some(path) => {
+            crate::limits::ALL_ROWS.check(grid.hot_len(), "--all")?;
             let mut w = all::Writer::create(path, &grid)?;
             let res = {
                 let mut sink = |i: u64, o: &Outcome<Hit>| w.row(&grid, i, o);

@@ -23,7 +23,7 @@ impl Scenario {
             &self.baseline_label,
             &base,
             &self.lines.baseline,
-            self.gpu_hour_price,
+            self.baseline_price.or(self.gpu_hour_price),
         )?];
         for (i, v) in self.variants.iter().enumerate() {
             let (line, leaves) = self.lines.variants.get(i).cloned().unwrap_or_default();
@@ -154,7 +154,8 @@ impl Scenario {
         let dspec: DeviceSpec = typed("system.device", dev)?;
         sys.insert("device".into(), Value::String(dspec.name.clone()));
         let sspec: SystemSpec = typed("system", Value::Table(sys))?;
-        let pspec: PlanSpec = typed("plan", section("plan"))?;
+        let mut pspec: PlanSpec = typed("plan", section("plan"))?;
+        crate::estimate::scenario::infer_schedule(&mut pspec);
         let model = Model::from_spec(mspec)?;
         let device = Device::from_spec(dspec)?;
         let mut system = System::new(sspec, device)?;

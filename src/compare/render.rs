@@ -71,67 +71,39 @@ fn rows(priced: bool, tokens: Option<f64>) -> Vec<(String, Getter, bool)> {
             false,
         ),
         (
-            "iteration time [s]",
+            "iteration time",
             |c| V::S(c.estimate.time.total.get()),
             false,
         ),
+        ("  forward", |c| V::S(c.estimate.time.forward.get()), true),
+        ("  backward", |c| V::S(c.estimate.time.backward.get()), true),
         (
-            "  forward [s]",
-            |c| V::S(c.estimate.time.forward.get()),
-            true,
-        ),
-        (
-            "  backward [s]",
-            |c| V::S(c.estimate.time.backward.get()),
-            true,
-        ),
-        (
-            "  recompute [s]",
+            "  recompute",
             |c| V::S(c.estimate.time.recompute.get()),
             true,
         ),
         (
-            "  optimizer [s]",
+            "  optimizer",
             |c| V::S(c.estimate.time.optimizer.get()),
             true,
         ),
         (
-            "  pipeline bubble [s]",
+            "  pipeline bubble",
             |c| V::S(c.estimate.time.bubble.get()),
             true,
         ),
         (
-            "  interference [s]",
+            "  interference",
             |c| V::S(c.estimate.time.interference.get()),
             true,
         ),
+        ("  TP comm, exposed", |c| V::S(comm(c, CommClass::Tp)), true),
+        ("  SP comm, exposed", |c| V::S(comm(c, CommClass::Sp)), true),
+        ("  EP comm, exposed", |c| V::S(comm(c, CommClass::Ep)), true),
+        ("  PP comm, exposed", |c| V::S(comm(c, CommClass::Pp)), true),
+        ("  DP comm, exposed", |c| V::S(comm(c, CommClass::Dp)), true),
         (
-            "  TP comm, exposed [s]",
-            |c| V::S(comm(c, CommClass::Tp)),
-            true,
-        ),
-        (
-            "  SP comm, exposed [s]",
-            |c| V::S(comm(c, CommClass::Sp)),
-            true,
-        ),
-        (
-            "  EP comm, exposed [s]",
-            |c| V::S(comm(c, CommClass::Ep)),
-            true,
-        ),
-        (
-            "  PP comm, exposed [s]",
-            |c| V::S(comm(c, CommClass::Pp)),
-            true,
-        ),
-        (
-            "  DP comm, exposed [s]",
-            |c| V::S(comm(c, CommClass::Dp)),
-            true,
-        ),
-        (
-            "comm hidden under compute (not in total) [s]",
+            "comm hidden under compute (not in total)",
             |c| V::S(c.estimate.time.comm.iter().map(|x| x.hidden.get()).sum()),
             true,
         ),
@@ -139,12 +111,12 @@ fn rows(priced: bool, tokens: Option<f64>) -> Vec<(String, Getter, bool)> {
         ("MFU (BF16 peak)", |c| V::Pct(c.estimate.metrics.mfu), false),
         ("HFU", |c| V::Pct(c.estimate.metrics.hfu), false),
         (
-            "memory per device [B]",
+            "memory per device",
             |c| V::B(c.estimate.memory.total.get()),
             false,
         ),
         (
-            "  weights + grads + optimizer [B]",
+            "  weights + grads + optimizer",
             |c| {
                 let m = &c.estimate.memory;
                 V::B(m.weights.get() + m.gradients.get() + m.optimizer.get())
@@ -152,7 +124,7 @@ fn rows(priced: bool, tokens: Option<f64>) -> Vec<(String, Getter, bool)> {
             false,
         ),
         (
-            "  activations [B]",
+            "  activations",
             |c| V::B(c.estimate.memory.activations.get()),
             false,
         ),
@@ -193,7 +165,7 @@ fn rows(priced: bool, tokens: Option<f64>) -> Vec<(String, Getter, bool)> {
     if let Some(t) = tokens {
         let n = count(t);
         r.push((
-            format!("time to train {n} tokens [s]"),
+            format!("time to train {n} tokens"),
             Box::new(move |c: &Column| V::S(c.estimate.train_time(t).get())),
             false,
         ));
@@ -308,11 +280,29 @@ pub fn report(cmp: &Comparison) -> Result<Report> {
     }
     if !priced {
         notes.push("cost: give a price per GPU-hour (gpu_hour_price in the file, --gpu-hour-price) to add cost rows".into());
+    } else if let Some(note) = one_price_note(cmp) {
+        notes.push(note);
     }
     Ok(Report {
         tables: vec![t],
         notes,
         ..Report::default()
+    })
+}
+
+/// When columns on different systems carry the same price per GPU-hour, their cost
+/// ratio is only their GPU-hour ratio: say so, and how to price each system.
+fn one_price_note(cmp: &Comparison) -> Option<String> {
+    let cols = &cmp.columns;
+    let systems = |c: &Column| c.system.name().to_string();
+    let differ = cols.iter().any(|c| systems(c) != systems(&cols[0]));
+    let prices: Vec<f64> = cols.iter().filter_map(|c| c.gpu_hour_price).collect();
+    let same = prices.len() == cols.len() && prices.iter().all(|&p| p == prices[0]);
+    (differ && same).then(|| {
+        format!(
+            "cost: every system is priced {} per GPU-hour, so cost changes equal GPU-hour changes; price each system with --gpu-hour-price SYSTEM=PRICE (or gpu_hour_price per variant)",
+            units::sig(prices[0])
+        )
     })
 }
 

@@ -70,6 +70,14 @@ pub fn plan_table(r: &EstimateResult, topology: &str, domains: &str) -> Result<T
         ("SP", Cell::text(onoff(p.sequence_parallel)), String::new()),
         ("PP", int(p.pp), span_text(&pl.pp)),
         ("DP (derived)", int(p.dp), span_text(&pl.dp)),
+        (
+            "CP",
+            Cell::text(match p.cp {
+                1 => "1".to_string(),
+                n => format!("{n} ({})", p.cp_kind),
+            }),
+            String::new(),
+        ),
         ("EP", int(p.ep), span_text(&pl.ep)),
         (
             "MoE groups (folded)",
@@ -81,6 +89,7 @@ pub fn plan_table(r: &EstimateResult, topology: &str, domains: &str) -> Result<T
             )),
             "per stage: the TP × CP × DP ranks".into(),
         ),
+        ("sequence length", int(p.seq_len), String::new()),
         ("micro-batch", int(p.micro_batch), String::new()),
         ("global batch", int(p.global_batch), String::new()),
         (

@@ -52,6 +52,15 @@ pub struct Scenario {
     pub tokens: Option<f64>,
 }
 
+/// A file infers what the command line infers: more than one virtual stage with the
+/// 1F1B schedule (the default) is the interleaved schedule, as `--virtual-stages V`
+/// implies `--schedule interleaved`.
+pub fn infer_schedule(plan: &mut PlanSpec) {
+    if plan.virtual_stages > 1 && plan.schedule == crate::parallel::Schedule::OneFOneB {
+        plan.schedule = crate::parallel::Schedule::Interleaved;
+    }
+}
+
 fn resolve(name: &str, base: &Path) -> String {
     if catalog::is_path(name) && Path::new(name).is_relative() {
         base.join(name).to_string_lossy().into_owned()
@@ -76,7 +85,9 @@ impl Scenario {
         if let Some(g) = spec.plan.gpus {
             system = system.with_gpus(g)?;
         }
-        let plan = super::plan(&model, &system, &spec.plan)?;
+        let mut pspec = spec.plan.clone();
+        infer_schedule(&mut pspec);
+        let plan = super::plan(&model, &system, &pspec)?;
         let tokens = match &spec.tokens {
             Some(t) => Some(parse_count("tokens", t)?),
             None => None,

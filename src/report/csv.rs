@@ -24,7 +24,7 @@ fn plain(t: &Table) -> Result<String> {
     for row in &t.rows {
         w.write_record(row.iter().map(|c| match c {
             Cell::Text(s) => s.clone(),
-            Cell::Value { si, .. } => format!("{si}"),
+            Cell::Value { si, .. } => format!("{}", si + 0.0),
             Cell::Empty => String::new(),
         }))
         .map_err(err)?;

@@ -20,12 +20,16 @@ impl Exporter for MarkdownExporter {
                 .collect();
             out.push_str(&format!("| {} |\n", head.join(" | ")));
             out.push_str(&format!("|{}\n", "---|".repeat(head.len())));
-            for row in &t.rows {
+            let (n, more) = t.printed_rows()?;
+            for row in &t.rows[..n] {
                 let cells: Vec<String> = shown
                     .iter()
                     .map(|&i| row[i].human().replace('|', "\\|"))
                     .collect();
                 out.push_str(&format!("| {} |\n", cells.join(" | ")));
+            }
+            if let Some(m) = more {
+                out.push_str(&format!("\n{m}\n"));
             }
             out.push('\n');
         }

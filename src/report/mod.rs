@@ -222,7 +222,8 @@ impl Report {
                 keys.push(&c.key);
             }
         }
-        if let Some(bad) = opts.columns.iter().find(|c| !keys.contains(&c.as_str())) {
+        let known = |w: &str| keys.iter().any(|k| key_matches(k, w));
+        if let Some(bad) = opts.columns.iter().find(|c| !known(c)) {
             return Err(Error::unknown("column", bad, &keys).context("--columns"));
         }
         let Some(name) = &opts.table else {
@@ -281,10 +282,50 @@ impl Table {
             };
         }
         let v: Vec<usize> = (0..self.columns.len())
-            .filter(|&i| wanted.contains(&self.columns[i].key))
+            .filter(|&i| wanted.iter().any(|w| key_matches(&self.columns[i].key, w)))
             .collect();
         if v.is_empty() { all } else { v }
     }
+
+    /// How many rows the terminal and Markdown views print: all up to
+    /// [`crate::limits::TABLE_ROWS`], else that many and a note naming how many more
+    /// there are and how to get them.
+    pub fn printed_rows(&self) -> Result<(usize, Option<String>)> {
+        let max = crate::limits::TABLE_ROWS.max()?;
+        let n = self.rows.len();
+        if n as u64 <= max {
+            return Ok((n, None));
+        }
+        let more = n - max as usize;
+        Ok((
+            max as usize,
+            Some(format!(
+                "… {} more rows of '{}' not printed: use --format csv or --format json for every row (or {}={n})",
+                thousands(more as u64),
+                self.title,
+                crate::limits::TABLE_ROWS.env
+            )),
+        ))
+    }
+}
+
+/// A count with thousands separators: 999000 → "999,000".
+pub fn thousands(n: u64) -> String {
+    let d = n.to_string();
+    let mut out = String::with_capacity(d.len() + d.len() / 3);
+    for (i, c) in d.chars().enumerate() {
+        if i > 0 && (d.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// Whether a column keyed `key` answers to the name `wanted` given to `--columns`: its
+/// full CSV/JSON name (`plan.dp`) or the part after the last dot (`dp`).
+pub fn key_matches(key: &str, wanted: &str) -> bool {
+    key == wanted || key.rsplit_once('.').is_some_and(|(_, last)| last == wanted)
 }
 
 #[cfg(test)]
@@ -346,6 +387,21 @@ mod tests {
         assert_eq!(Format::from_path(Path::new("a/b.CSV")), Some(Format::Csv));
         assert_eq!(Format::from_path(Path::new("r.md")), Some(Format::Markdown));
         assert_eq!(Format::from_path(Path::new("noext")), None);
+    }
+
+    #[test]
+    fn counts_have_thousands_separators() {
+        assert_eq!(thousands(999_000), "999,000");
+        assert_eq!(thousands(1_000), "1,000");
+        assert_eq!(thousands(999), "999");
+        assert_eq!(thousands(12_345_678), "12,345,678");
+    }
+
+    #[test]
+    fn columns_answer_to_their_csv_name_and_its_last_part() {
+        assert!(key_matches("plan.dp", "plan.dp") && key_matches("plan.dp", "dp"));
+        assert!(key_matches("rank", "rank"));
+        assert!(!key_matches("plan.dp", "plan") && !key_matches("plan.dp_overlap", "dp"));
     }
 
     #[test]

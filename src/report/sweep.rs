@@ -81,6 +81,13 @@ pub struct SweepRow {
     pub memory_headroom_bytes: f64,
     /// Fits in device memory with the reserve (always true for ranked plans).
     pub fits: bool,
+    /// Configurations this row stands for: itself and the variants that tie with it (the
+    /// same structural plan on the same system, differing only in knobs, with time and
+    /// memory in the same 0.1% bins; docs/sweep.md).
+    pub variants: u32,
+    /// The plan fields in which those variants differ from this row, comma-separated
+    /// (`order`, `dp_overlap`, …); empty when the row stands alone.
+    pub variant_axes: String,
 }
 
 impl SweepRow {
@@ -96,6 +103,8 @@ impl SweepRow {
             memory_per_device_bytes: e.memory.total.get(),
             memory_headroom_bytes: e.memory.headroom(),
             fits: e.memory.fits,
+            variants: 1,
+            variant_axes: String::new(),
         }
     }
 }

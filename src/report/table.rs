@@ -34,11 +34,16 @@ impl Exporter for TableExporter {
                 ct.set_width(w);
             }
             ct.set_header(shown.iter().map(|&i| t.columns[i].header.as_str()));
-            for row in &t.rows {
+            let (n, more) = t.printed_rows()?;
+            for row in &t.rows[..n] {
                 ct.add_row(shown.iter().map(|&i| row[i].human()));
             }
             out.push_str(&ct.to_string());
             out.push('\n');
+            if let Some(m) = more {
+                out.push_str(&m);
+                out.push('\n');
+            }
         }
         for n in &r.notes {
             out.push_str(n);

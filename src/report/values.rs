@@ -201,11 +201,26 @@ pub fn schema(name: &str) -> Result<String> {
     pretty(&f())
 }
 
-/// Pretty JSON with a final newline.
+/// Pretty JSON with a final newline; −0 is written as 0 ([`no_negative_zero`]).
 pub fn pretty<T: Serialize + ?Sized>(v: &T) -> Result<String> {
-    let mut s = serde_json::to_string_pretty(v).map_err(|e| Error::Internal(e.to_string()))?;
+    let mut v = serde_json::to_value(v).map_err(|e| Error::Internal(e.to_string()))?;
+    no_negative_zero(&mut v);
+    let mut s = serde_json::to_string_pretty(&v).map_err(|e| Error::Internal(e.to_string()))?;
     s.push('\n');
     Ok(s)
+}
+
+/// Replaces every −0 in a JSON value by 0: a computed −0 (a zero price times a
+/// duration, a difference of equal numbers) means 0, and is never printed.
+pub fn no_negative_zero(v: &mut Value) {
+    match v {
+        Value::Number(n) if n.as_f64().is_some_and(|x| x == 0.0 && x.is_sign_negative()) => {
+            *v = Value::from(0.0);
+        }
+        Value::Array(a) => a.iter_mut().for_each(no_negative_zero),
+        Value::Object(m) => m.values_mut().for_each(no_negative_zero),
+        _ => {}
+    }
 }
 
 /// A named CSV table: records that [`flatten`] turns into rows.
@@ -255,6 +270,7 @@ pub fn flatten(prefix: &str, v: &Value, out: &mut Vec<(String, String)>) {
 /// serde_json's shortest round-trip form.
 fn number(n: &serde_json::Number) -> String {
     match n.as_f64() {
+        Some(0.0) => "0".into(),
         Some(x) if !n.is_f64() || (x.fract() == 0.0 && x.abs() < 9e15) => format!("{x:.0}"),
         _ => n.to_string(),
     }

@@ -3,7 +3,7 @@
 //! counts drops per reason, and optionally hands every evaluated row, in index order, to a
 //! sink (for `--all`). Nothing is allocated per evaluation; the only buffers are per block.
 
-use super::rank::{Pareto, Point, Ranked, TopK};
+use super::rank::{Distinct, Pareto, Point, Ranked, TopK};
 use rayon::prelude::*;
 use std::time::Instant;
 
@@ -47,14 +47,14 @@ pub struct RunResult<T> {
 }
 
 /// One thread's accumulator: its top-k, Pareto set and counts.
-pub(super) struct Acc<T> {
+pub(super) struct Acc<T: Distinct> {
     pub(super) top: TopK<T>,
     pub(super) pareto: Pareto<T>,
     pub(super) kept: u64,
     pub(super) dropped: [u64; MAX_REASONS],
 }
 
-impl<T: Copy> Acc<T> {
+impl<T: Copy + Distinct> Acc<T> {
     pub(super) fn new(k: usize, cap: usize) -> Self {
         Acc {
             top: TopK::new(k),
@@ -119,7 +119,8 @@ pub fn run<T, S, I, F>(
     mut sink: Option<Sink<'_, T>>,
 ) -> RunResult<T>
 where
-    T: Copy + Send + Sync,
+    T: Copy + Send + Sync + Distinct,
+    T::Class: Send,
     S: Send,
     I: Fn() -> S + Sync,
     F: Fn(&mut S, u64) -> Outcome<T> + Sync,
@@ -179,7 +180,7 @@ where
 }
 
 /// The run's result from its merged accumulator.
-pub(super) fn finish<T: Copy>(acc: Acc<T>, n: u64, start: Instant) -> RunResult<T> {
+pub(super) fn finish<T: Copy + Distinct>(acc: Acc<T>, n: u64, start: Instant) -> RunResult<T> {
     RunResult {
         top: acc.top.into_sorted(),
         pareto: acc.pareto.points().to_vec(),

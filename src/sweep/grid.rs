@@ -278,7 +278,7 @@ impl Grid {
             .or_else(|| axes.schedules.iter().position(|s| s.1 == 1))
             .unwrap_or(0);
         let mut structural = Vec::new();
-        let mut invalid: Vec<DropCount> = Vec::new();
+        let mut invalid = Drops::default();
         let mut total = 0u64;
         for (si, (_, sys)) in systems.iter().enumerate() {
             let g = sys.gpus() as u32;
@@ -298,13 +298,16 @@ impl Grid {
                                 total += knobs;
                                 // One stage has no pipeline: every schedule is the same run.
                                 if pp == 1 && k != single_stage {
-                                    count(&mut invalid, REDUNDANT_SCHEDULE, knobs);
+                                    invalid.add(REDUNDANT_SCHEDULE, knobs);
                                     continue;
                                 }
                                 if sys.device.peak(precision).is_err() {
-                                    count(
-                                        &mut invalid,
-                                        "precision not supported by the device",
+                                    invalid.add(
+                                        &format!(
+                                            "precision not supported by the device: {} on {}",
+                                            precision.name(),
+                                            sys.device.name()
+                                        ),
                                         knobs,
                                     );
                                     continue;
@@ -333,7 +336,7 @@ impl Grid {
                                 };
                                 match estimate::plan(model, sys, &spec) {
                                     Ok(plan) => structural.push(Structural { plan, system: si }),
-                                    Err(e) => count(&mut invalid, &reason(&e), knobs),
+                                    Err(e) => invalid.add(&reason(&e), knobs),
                                 }
                             }
                         }
@@ -352,7 +355,7 @@ impl Grid {
             axes,
             systems,
             structural,
-            invalid,
+            invalid: invalid.rows(),
             total,
             transformer: model.transformer().is_some(),
         })
@@ -513,11 +516,17 @@ pub fn nearest_valid_gpus(
     })
 }
 
-/// A stable reason text: the error with its numbers removed, so equal causes group.
+/// The reason text of a plan error.
 fn reason(e: &Error) -> String {
     let msg = e.to_string();
-    let mut out = String::with_capacity(msg.len());
-    for c in msg.chars() {
+    msg.trim_start_matches("invalid plan: ").to_string()
+}
+
+/// A reason's template: its numbers replaced by N, so equal causes with different numbers
+/// group ("N is not a multiple of dp·micro_batch = N").
+fn template(reason: &str) -> String {
+    let mut out = String::with_capacity(reason.len());
+    for c in reason.chars() {
         if c.is_ascii_digit() {
             if !out.ends_with('N') {
                 out.push('N');
@@ -526,16 +535,43 @@ fn reason(e: &Error) -> String {
             out.push(c);
         }
     }
-    out.trim_start_matches("invalid plan: ").to_string()
+    out
 }
 
-fn count(v: &mut Vec<DropCount>, reason: &str, n: u64) {
-    match v.iter_mut().find(|d| d.reason == reason) {
-        Some(d) => d.count += n,
-        None => v.push(DropCount {
-            reason: reason.to_string(),
-            count: n,
-        }),
+/// Drop reasons grouped by template: the first message seen (with its numbers), the
+/// distinct messages and the configurations counted.
+#[derive(Default)]
+struct Drops(Vec<(String, String, std::collections::HashSet<String>, u64)>);
+
+impl Drops {
+    fn add(&mut self, reason: &str, n: u64) {
+        let t = template(reason);
+        match self.0.iter_mut().find(|d| d.0 == t) {
+            Some(d) => {
+                d.3 += n;
+                if !d.2.contains(reason) {
+                    d.2.insert(reason.to_string());
+                }
+            }
+            None => {
+                let seen = std::iter::once(reason.to_string()).collect();
+                self.0.push((t, reason.to_string(), seen, n));
+            }
+        }
+    }
+
+    /// One row per template: the first message with its numbers, and how many other
+    /// messages of the same kind there were.
+    fn rows(self) -> Vec<DropCount> {
+        (self.0.into_iter())
+            .map(|(_, first, seen, count)| DropCount {
+                reason: match seen.len() {
+                    1 => first,
+                    n => format!("{first} (and {} more like it with other numbers)", n - 1),
+                },
+                count,
+            })
+            .collect()
     }
 }
 

@@ -18,3 +18,4 @@ pub mod prune;
 pub mod rank;
 pub mod report;
 pub mod search;
+pub mod ties;

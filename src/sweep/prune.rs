@@ -238,7 +238,7 @@ impl Ctx<'_> {
             for (j, &h) in self.lay.order[lo..hi].iter().enumerate() {
                 if need & (1 << j) != 0 {
                     let (si, i) = (first + h, p * hw + h as u64);
-                    l.acc.add(i, self.outcome(&res, si));
+                    l.acc.add(i, self.outcome(&res, si, p));
                 }
             }
             self.publish(l);
@@ -246,7 +246,7 @@ impl Ctx<'_> {
     }
 
     /// The outcome at system `si` from its twin's estimate.
-    fn outcome(&self, res: &crate::error::Result<Estimate>, si: usize) -> Outcome<Hit> {
+    fn outcome(&self, res: &crate::error::Result<Estimate>, si: usize, p: u64) -> Outcome<Hit> {
         let Ok(e) = res else {
             return Outcome::Dropped(2);
         };
@@ -257,7 +257,11 @@ impl Ctx<'_> {
             return Outcome::Dropped(1);
         }
         Outcome::Kept {
-            item: Hit { est: e, system: si },
+            item: Hit {
+                est: e,
+                system: si,
+                block: p / self.grid.axes.knob_count(),
+            },
             key: self.opts.sort.key(&e),
             x: self.opts.pareto.0.key(&e),
             y: self.opts.pareto.1.key(&e),

@@ -40,41 +40,122 @@ impl<T> Ord for Ranked<T> {
     }
 }
 
-/// The k best entries seen so far. A max-heap of the kept entries: a new entry enters only
-/// if it beats the current worst, so each offer is O(log k) and memory is O(k).
-#[derive(Clone, Debug)]
-pub struct TopK<T> {
-    k: usize,
-    heap: BinaryHeap<Ranked<T>>,
+/// What makes two ranked entries the same plan for the reader. Entries of one class *tie*:
+/// the ranked list keeps only the best of them (smallest key, then smallest index), so it
+/// lists distinct plans. The class must depend on the entry alone (an equivalence, not a
+/// tolerance between two entries), which keeps the list independent of the order entries
+/// arrive in.
+pub trait Distinct {
+    /// The class key.
+    type Class: Copy + Eq + std::hash::Hash;
+    /// The class of this entry at grid index `index`.
+    fn class(&self, index: u64) -> Self::Class;
 }
 
-impl<T> TopK<T> {
-    /// An empty top-k keeping at most `k` entries.
+/// Payloads without ties: every index is its own class.
+impl Distinct for () {
+    type Class = u64;
+    fn class(&self, index: u64) -> u64 {
+        index
+    }
+}
+
+/// Payloads without ties: every index is its own class.
+impl Distinct for u64 {
+    type Class = u64;
+    fn class(&self, index: u64) -> u64 {
+        index
+    }
+}
+
+/// The k best classes seen so far, each by its best entry (its representative). A
+/// max-heap of representatives and a map from class to its representative's (key, index):
+/// an entry whose class is kept replaces the representative only when better; a new class
+/// enters only when it beats the worst kept one. Representatives replaced stay in the heap
+/// as stale entries (not in the map) and are skipped; the worst live entry is always on
+/// top. Each offer is O(log k) and memory O(k).
+///
+/// Exactness: the kept classes are the k classes with the best representatives whatever
+/// the arrival order — a class among those k is never evicted once its best entry has
+/// arrived (k other classes would have to beat that entry), and an entry of a kept class
+/// that beats the class's representative also beats the worst kept entry, so the cheap
+/// pre-check [`TopK::would_keep`] never loses it.
+#[derive(Clone, Debug)]
+pub struct TopK<T: Distinct> {
+    k: usize,
+    heap: BinaryHeap<Ranked<T>>,
+    reps: std::collections::HashMap<T::Class, (u64, u64)>,
+}
+
+impl<T: Distinct> TopK<T> {
+    /// An empty top-k keeping at most `k` classes.
     pub fn new(k: usize) -> Self {
         TopK {
             k,
             // Grown as entries arrive: k may be far larger than what the grid holds.
             heap: BinaryHeap::with_capacity(k.saturating_add(1).min(1024)),
+            reps: std::collections::HashMap::new(),
         }
     }
 
-    /// Offers an entry; keeps it if it is among the k best.
+    fn live(&self, e: &Ranked<T>) -> bool {
+        self.reps.get(&e.item.class(e.index)) == Some(&(e.key.to_bits(), e.index))
+    }
+
+    /// Drops stale entries from the top of the heap (so the top is the worst live entry),
+    /// and rebuilds the heap when stale entries outnumber live ones.
+    fn clean(&mut self) {
+        while let Some(top) = self.heap.peek() {
+            if self.live(top) {
+                break;
+            }
+            self.heap.pop();
+        }
+        if self.heap.len() > 2 * self.reps.len() + 64 {
+            let reps = &self.reps;
+            self.heap
+                .retain(|e| reps.get(&e.item.class(e.index)) == Some(&(e.key.to_bits(), e.index)));
+        }
+    }
+
+    /// Offers an entry; keeps it if its class is among the k best and it is the class's
+    /// best entry so far.
     pub fn offer(&mut self, e: Ranked<T>) {
         if self.k == 0 || !e.key.is_finite() {
             return;
         }
-        if self.heap.len() < self.k {
+        let c = e.item.class(e.index);
+        let id = (e.key.to_bits(), e.index);
+        if let Some(cur) = self.reps.get_mut(&c) {
+            let better = e
+                .key
+                .total_cmp(&f64::from_bits(cur.0))
+                .then(e.index.cmp(&cur.1))
+                == Ordering::Less;
+            if better {
+                *cur = id;
+                self.heap.push(e);
+                self.clean();
+            }
+            return;
+        }
+        if self.reps.len() < self.k {
+            self.reps.insert(c, id);
             self.heap.push(e);
         } else if self.heap.peek().is_some_and(|worst| e < *worst) {
-            self.heap.pop();
+            if let Some(w) = self.heap.pop() {
+                self.reps.remove(&w.item.class(w.index));
+            }
+            self.reps.insert(c, id);
             self.heap.push(e);
+            self.clean();
         }
     }
 
-    /// Whether an entry with this key and index would be kept (cheap pre-check, so the
+    /// Whether an entry with this key and index could be kept (cheap pre-check, so the
     /// caller can skip building the payload).
     pub fn would_keep(&self, key: f64, index: u64) -> bool {
-        if self.heap.len() < self.k {
+        if self.reps.len() < self.k {
             return key.is_finite();
         }
         match self.heap.peek() {
@@ -83,10 +164,10 @@ impl<T> TopK<T> {
         }
     }
 
-    /// The key of the k-th best entry once k are kept (no entry with a larger key can
+    /// The key of the k-th best class once k are kept (no entry with a larger key can
     /// enter); `None` before.
     pub fn threshold(&self) -> Option<f64> {
-        if self.heap.len() < self.k {
+        if self.reps.len() < self.k {
             return None;
         }
         self.heap.peek().map(|w| w.key)
@@ -94,26 +175,34 @@ impl<T> TopK<T> {
 
     /// Merges another top-k into this one.
     pub fn merge(&mut self, other: TopK<T>) {
-        for e in other.heap {
-            self.offer(e);
+        let TopK { heap, reps, .. } = other;
+        for e in heap {
+            if reps.get(&e.item.class(e.index)) == Some(&(e.key.to_bits(), e.index)) {
+                self.offer(e);
+            }
         }
     }
 
-    /// The kept entries, best first.
+    /// The kept representatives, best first.
     pub fn into_sorted(self) -> Vec<Ranked<T>> {
-        let mut v = self.heap.into_vec();
+        let reps = self.reps;
+        let mut v: Vec<Ranked<T>> = self
+            .heap
+            .into_iter()
+            .filter(|e| reps.get(&e.item.class(e.index)) == Some(&(e.key.to_bits(), e.index)))
+            .collect();
         v.sort();
         v
     }
 
-    /// Number of kept entries.
+    /// Number of kept classes.
     pub fn len(&self) -> usize {
-        self.heap.len()
+        self.reps.len()
     }
 
     /// Whether nothing is kept.
     pub fn is_empty(&self) -> bool {
-        self.heap.is_empty()
+        self.reps.is_empty()
     }
 }
 
@@ -236,6 +325,65 @@ mod tests {
         }
         let got: Vec<(f64, u64)> = t.into_sorted().iter().map(|e| (e.key, e.index)).collect();
         assert_eq!(got, vec![(1.0, 1), (1.0, 3), (2.0, 5)]);
+    }
+
+    /// A payload whose class is its value: entries with equal values tie.
+    #[derive(Clone, Copy, Debug)]
+    struct Tag(u32);
+    impl Distinct for Tag {
+        type Class = u32;
+        fn class(&self, _: u64) -> u32 {
+            self.0
+        }
+    }
+
+    #[test]
+    fn ties_keep_the_best_of_each_class_in_any_order() {
+        // (key, class): classes 7 (best 1.0 at index 1), 8 (best 2.0), 9 (3.0), 10 (4.0).
+        let items = [
+            (5.0, 7),
+            (1.0, 7),
+            (2.0, 8),
+            (1.5, 7),
+            (3.0, 9),
+            (2.5, 8),
+            (4.0, 10),
+            (6.0, 9),
+        ];
+        let want = vec![(1.0, 1), (2.0, 2), (3.0, 4)];
+        let orders: [Vec<usize>; 3] = [
+            (0..items.len()).collect(),
+            (0..items.len()).rev().collect(),
+            vec![6, 3, 0, 7, 2, 5, 1, 4],
+        ];
+        for order in orders {
+            let mut t = TopK::new(3);
+            for i in order {
+                let (key, c) = items[i];
+                t.offer(Ranked {
+                    key,
+                    index: i as u64,
+                    item: Tag(c),
+                });
+            }
+            assert_eq!(t.len(), 3);
+            assert_eq!(t.threshold(), Some(3.0));
+            let got: Vec<(f64, u64)> = t.into_sorted().iter().map(|e| (e.key, e.index)).collect();
+            assert_eq!(got, want);
+        }
+        // Split in two and merged: the same.
+        let (mut a, mut b) = (TopK::new(3), TopK::new(3));
+        for (i, &(key, c)) in items.iter().enumerate() {
+            let e = Ranked {
+                key,
+                index: i as u64,
+                item: Tag(c),
+            };
+            if i % 2 == 0 { a.offer(e) } else { b.offer(e) }
+        }
+        a.merge(b);
+        let got: Vec<(f64, u64)> = a.into_sorted().iter().map(|e| (e.key, e.index)).collect();
+        assert_eq!(got, want);
     }
 
     #[test]

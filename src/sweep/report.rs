@@ -24,9 +24,12 @@ pub fn build(
     timing: bool,
 ) -> Result<Report> {
     let rows = |hits: &mut dyn Iterator<Item = &Hit>| -> Vec<SweepRow> {
-        hits.enumerate()
+        let hits: Vec<&Hit> = hits.collect();
+        let mut rows: Vec<SweepRow> = (hits.iter().enumerate())
             .map(|(i, h)| SweepRow::new(i as u32 + 1, &grid.systems[h.system].0, &h.est))
-            .collect()
+            .collect();
+        super::ties::annotate(model, grid, &hits, &mut rows);
+        rows
     };
     let mut v = SweepResult {
         schema_version: SCHEMA_VERSION,
@@ -161,87 +164,237 @@ fn drops(d: &[DropRow]) -> Result<Table> {
     Ok(t)
 }
 
-const PLAN_COLS: [(&str, &str); 19] = [
-    ("rank", "#"),
-    ("network", "network"),
-    ("gpus", "gpus"),
-    ("dp", "dp"),
-    ("tp", "tp"),
-    ("pp", "pp"),
-    ("ep", "ep"),
-    ("micro_batch", "mb"),
-    ("schedule", "schedule"),
-    ("zero", "zero"),
-    ("recompute", "recompute"),
-    ("sequence_parallel", "sp"),
-    ("overlap", "overlap dp/tp"),
-    ("order", "order"),
-    ("flash_attention", "flash"),
-    ("iteration_time_s", "iteration"),
-    ("tokens_per_s", "tokens/s"),
-    ("mfu", "MFU (BF16 peak)"),
-    ("memory_per_device_bytes", "memory/device"),
-];
+/// One column of the ranked tables: its key (the CSV/JSON name), heading, cell, and when
+/// the terminal shows it by default.
+struct Col {
+    key: &'static str,
+    header: &'static str,
+    cell: fn(&SweepRow) -> Cell,
+    show: Show,
+}
 
-/// Columns the terminal shows by default (`--columns` chooses others).
-const DEFAULT_COLS: [&str; 14] = [
-    "rank",
-    "dp",
-    "tp",
-    "pp",
-    "micro_batch",
-    "schedule",
-    "zero",
-    "recompute",
-    "sequence_parallel",
-    "flash_attention",
-    "iteration_time_s",
-    "tokens_per_s",
-    "mfu",
-    "memory_per_device_bytes",
-];
+/// When a column is shown by default.
+enum Show {
+    /// Always.
+    Always,
+    /// When its value differs between the listed rows.
+    Varies,
+    /// When it varies, or some row is not at this neutral value (CP 1, EP 1, BF16, …, so
+    /// that dp·tp·pp·cp always multiplies out to the devices shown).
+    Unless(&'static str),
+    /// When some row has this predicate true.
+    Any(fn(&SweepRow) -> bool),
+}
 
 fn onoff(b: bool) -> &'static str {
     if b { "on" } else { "off" }
 }
 
-fn plans(title: &str, rows: &[SweepRow]) -> Result<Table> {
-    let mut t = Table::new(title, &PLAN_COLS);
-    t.default_columns = DEFAULT_COLS.iter().map(|s| s.to_string()).collect();
-    if rows.iter().any(|r| r.network != rows[0].network) {
-        t.default_columns.insert(1, "network".into());
-    }
-    for r in rows {
-        let p = &r.plan;
-        let sched = match p.virtual_stages {
-            1 => p.schedule.clone(),
-            v => format!("{}:{v}", p.schedule),
-        };
-        let int = |v: u32| Cell::int(v.into());
-        t.push(vec![
-            int(r.rank),
-            Cell::text(r.network.clone()),
-            int(p.gpus),
-            int(p.dp),
-            int(p.tp),
-            int(p.pp),
-            int(p.ep),
-            int(p.micro_batch),
-            Cell::text(sched),
-            Cell::int(p.zero.into()),
-            Cell::text(p.recompute.clone()),
-            Cell::text(onoff(p.sequence_parallel)),
-            Cell::text(format!("{}/{}", onoff(p.dp_overlap), onoff(p.tp_overlap))),
-            Cell::text(p.order.clone()),
-            Cell::text(onoff(p.flash_attention)),
-            Cell::q(Seconds::new(r.iteration_time_s), r.iteration_time_s),
-            Cell::q(format!("{:.0}", r.tokens_per_s), r.tokens_per_s),
-            Cell::q(format!("{:.1}%", 100.0 * r.mfu), r.mfu),
+fn int(v: u32) -> Cell {
+    Cell::int(v.into())
+}
+
+/// The ranked tables' columns, in order. Every plan field a sweep can vary has one, so a
+/// table shows whatever separates its rows.
+const COLS: [Col; 27] = [
+    Col {
+        key: "rank",
+        header: "#",
+        cell: |r| int(r.rank),
+        show: Show::Always,
+    },
+    Col {
+        key: "network",
+        header: "network",
+        cell: |r| Cell::text(r.network.clone()),
+        show: Show::Varies,
+    },
+    Col {
+        key: "plan.gpus",
+        header: "gpus",
+        cell: |r| int(r.plan.gpus),
+        show: Show::Varies,
+    },
+    Col {
+        key: "plan.dp",
+        header: "dp",
+        cell: |r| int(r.plan.dp),
+        show: Show::Always,
+    },
+    Col {
+        key: "plan.tp",
+        header: "tp",
+        cell: |r| int(r.plan.tp),
+        show: Show::Always,
+    },
+    Col {
+        key: "plan.pp",
+        header: "pp",
+        cell: |r| int(r.plan.pp),
+        show: Show::Always,
+    },
+    Col {
+        key: "plan.cp",
+        header: "cp",
+        cell: |r| int(r.plan.cp),
+        show: Show::Unless("1"),
+    },
+    Col {
+        key: "plan.cp_kind",
+        header: "cp kind",
+        cell: |r| Cell::text(r.plan.cp_kind.clone()),
+        show: Show::Varies,
+    },
+    Col {
+        key: "plan.ep",
+        header: "ep",
+        cell: |r| int(r.plan.ep),
+        show: Show::Unless("1"),
+    },
+    Col {
+        key: "plan.etp",
+        header: "etp",
+        cell: |r| int(r.plan.etp),
+        show: Show::Any(|r| r.plan.etp != r.plan.tp),
+    },
+    Col {
+        key: "plan.seq_len",
+        header: "seq",
+        cell: |r| int(r.plan.seq_len),
+        show: Show::Varies,
+    },
+    Col {
+        key: "plan.precision",
+        header: "precision",
+        cell: |r| Cell::text(r.plan.precision.clone()),
+        show: Show::Unless("bf16"),
+    },
+    Col {
+        key: "plan.fp8_recipe",
+        header: "fp8 recipe",
+        cell: |r| Cell::text(r.plan.fp8_recipe.clone()),
+        show: Show::Varies,
+    },
+    Col {
+        key: "plan.micro_batch",
+        header: "mb",
+        cell: |r| int(r.plan.micro_batch),
+        show: Show::Always,
+    },
+    Col {
+        key: "plan.schedule",
+        header: "schedule",
+        cell: |r| match r.plan.virtual_stages {
+            1 => Cell::text(r.plan.schedule.clone()),
+            v => Cell::text(format!("{}:{v}", r.plan.schedule)),
+        },
+        show: Show::Always,
+    },
+    Col {
+        key: "plan.zero",
+        header: "zero",
+        cell: |r| Cell::int(r.plan.zero.into()),
+        show: Show::Always,
+    },
+    Col {
+        key: "plan.recompute",
+        header: "recompute",
+        cell: |r| Cell::text(r.plan.recompute.clone()),
+        show: Show::Always,
+    },
+    Col {
+        key: "plan.sequence_parallel",
+        header: "sp",
+        cell: |r| Cell::text(onoff(r.plan.sequence_parallel)),
+        show: Show::Always,
+    },
+    Col {
+        key: "plan.dp_overlap",
+        header: "dp overlap",
+        cell: |r| Cell::text(onoff(r.plan.dp_overlap)),
+        show: Show::Varies,
+    },
+    Col {
+        key: "plan.tp_overlap",
+        header: "tp overlap",
+        cell: |r| Cell::text(onoff(r.plan.tp_overlap)),
+        show: Show::Varies,
+    },
+    Col {
+        key: "plan.order",
+        header: "order",
+        cell: |r| Cell::text(r.plan.order.clone()),
+        show: Show::Varies,
+    },
+    Col {
+        key: "plan.flash_attention",
+        header: "flash",
+        cell: |r| Cell::text(onoff(r.plan.flash_attention)),
+        show: Show::Always,
+    },
+    Col {
+        key: "variants",
+        header: "ties",
+        cell: |r| match r.variants {
+            1 => Cell::int(1),
+            n => Cell::q(
+                format!("{n} ({})", r.variant_axes.replace(',', ", ")),
+                n.into(),
+            ),
+        },
+        show: Show::Any(|r| r.variants > 1),
+    },
+    Col {
+        key: "iteration_time_s",
+        header: "iteration",
+        cell: |r| Cell::q(Seconds::new(r.iteration_time_s), r.iteration_time_s),
+        show: Show::Always,
+    },
+    Col {
+        key: "tokens_per_s",
+        header: "tokens/s",
+        cell: |r| Cell::q(format!("{:.0}", r.tokens_per_s), r.tokens_per_s),
+        show: Show::Always,
+    },
+    Col {
+        key: "mfu",
+        header: "MFU (BF16 peak)",
+        cell: |r| Cell::q(format!("{:.1}%", 100.0 * r.mfu), r.mfu),
+        show: Show::Always,
+    },
+    Col {
+        key: "memory_per_device_bytes",
+        header: "memory/device",
+        cell: |r| {
             Cell::q(
                 Bytes::new(r.memory_per_device_bytes),
                 r.memory_per_device_bytes,
-            ),
-        ])?;
+            )
+        },
+        show: Show::Always,
+    },
+];
+
+/// A ranked table (`top` or `pareto`): every column of [`COLS`], the terminal showing by
+/// default those [`Show`] selects for these rows.
+fn plans(title: &str, rows: &[SweepRow]) -> Result<Table> {
+    let heads: Vec<(&str, &str)> = COLS.iter().map(|c| (c.key, c.header)).collect();
+    let mut t = Table::new(title, &heads);
+    for r in rows {
+        t.push(COLS.iter().map(|c| (c.cell)(r)).collect())?;
+    }
+    for (i, c) in COLS.iter().enumerate() {
+        let first = t.rows.first().map_or("", |r| r[i].human());
+        let varies = t.rows.iter().any(|r| r[i].human() != first);
+        let shown = match c.show {
+            Show::Always => true,
+            Show::Varies => varies,
+            Show::Unless(v) => varies || t.rows.iter().any(|r| r[i].human() != v),
+            Show::Any(f) => rows.iter().any(f),
+        };
+        if shown {
+            t.default_columns.push(c.key.to_string());
+        }
     }
     Ok(t)
 }

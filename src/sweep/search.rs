@@ -8,13 +8,43 @@ use super::prune;
 use crate::estimate::{self, Estimate, Memo};
 use crate::model::Model;
 
-/// One kept configuration: its estimate and the index of its system in the grid.
+/// One kept configuration: its estimate, the index of its system in the grid and of its
+/// structural plan.
 #[derive(Clone, Copy, Debug)]
 pub struct Hit {
     /// The estimate (it holds the plan).
     pub est: Estimate,
     /// Index into [`Grid::systems`].
     pub system: usize,
+    /// Index into [`Grid::structural`]: the plan before its knobs are set.
+    pub block: u64,
+}
+
+/// Relative width of the bins of [`Hit`]'s tie class: 10⁻³.
+pub const TIE: f64 = 1e-3;
+
+/// The bin of a positive quantity on a log scale, bins a relative [`TIE`] wide:
+/// `⌊ln x / ln(1 + TIE)⌋`.
+pub fn tie_bin(x: f64) -> i64 {
+    (x.ln() / TIE.ln_1p()).floor() as i64
+}
+
+/// Two configurations *tie* (one row of the ranked list, with the number of variants)
+/// when they are the same structural plan (devices, network, degrees, CP, sequence,
+/// precision, micro-batch, schedule) on the same system and hardware point, differ only in
+/// knobs (ZeRO, recomputation, SP, overlap, group order, flash attention), and their
+/// iteration times and memories per device fall in the same bins 0.1% wide
+/// ([`tie_bin`]): a reader cannot tell them apart by any number the row prints.
+impl super::rank::Distinct for Hit {
+    type Class = (u64, usize, i64, i64);
+    fn class(&self, _: u64) -> Self::Class {
+        (
+            self.block,
+            self.system,
+            tie_bin(self.est.time.total.get()),
+            tie_bin(self.est.memory.total.get()),
+        )
+    }
 }
 
 /// Reasons the hot loop drops a configuration, by index.
@@ -80,7 +110,11 @@ pub fn evaluate_index_memo(
         Err(_) => Outcome::Dropped(2),
         Ok(e) if !e.memory.fits => Outcome::Dropped(1),
         Ok(e) => Outcome::Kept {
-            item: Hit { est: e, system: si },
+            item: Hit {
+                est: e,
+                system: si,
+                block: i / grid.hw_count() / grid.axes.knob_count(),
+            },
             key: opts.sort.key(&e),
             x: opts.pareto.0.key(&e),
             y: opts.pareto.1.key(&e),

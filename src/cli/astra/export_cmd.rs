@@ -48,8 +48,8 @@ fn export_scenario(sc: &Scenario, out: &Path) -> Result<Report> {
     let generator = iteration::Generator::new(&sc.model, &sc.plan)?;
     let net = export::network_from_topology(&sc.system.topology);
     let sys = export::iteration_system(net.dims.len(), &sc.system.device, sc.plan.precision)?;
-    let written = export::write_iteration(out, &net, &sys, &generator)?;
-    // Read the written files back: the estimate below is of exactly what was exported.
+    // Our estimate first: a plan it refuses is refused before anything is written.
+    let ours = crate::estimate::evaluate(&sc.model, &sc.system, &sc.plan)?;
     let groups: std::collections::HashMap<String, Vec<u32>> = generator
         .groups()
         .into_iter()
@@ -62,9 +62,13 @@ fn export_scenario(sc: &Scenario, out: &Path) -> Result<Report> {
         knobs: &knobs,
         groups: Some(&groups),
     };
-    let w = trace::load(&written.prefix, &ctx)?;
-    let est = critical::critical_path(&w)?;
-    let ours = crate::estimate::evaluate(&sc.model, &sc.system, &sc.plan)?;
+    // Read the written files back before they are moved into place: the estimate below is
+    // of exactly what was exported, and a trace our reader refuses is not left behind.
+    let (written, (w, est)) = export::write_iteration(out, &net, &sys, &generator, |prefix| {
+        let w = trace::load(prefix, &ctx)?;
+        let est = critical::critical_path(&w)?;
+        Ok((w, est))
+    })?;
     let mut t = Table::new("files", &[("file", "file")]);
     for f in &written.files {
         t.push(vec![Cell::text(f.display().to_string())])?;
