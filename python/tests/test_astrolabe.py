@@ -135,3 +135,11 @@ def test_documented_python_examples_run(page):
     assert blocks, page
     for code in blocks:
         exec(compile(code, page, "exec"), {})
+
+
+def test_every_estimate_and_sweep_row_carries_a_band():
+    r = astrolabe.estimate(model="llama3-70b", system="dgx-h100", gpus=64, tp=4, pp=8,
+                           virtual_stages=5, global_batch=128)
+    b = r["band"]
+    assert b["level"] == 0.8 and b["runs"] >= 9 and b["group"].startswith("Hopper dense")
+    assert 0 < b["low_s"] < b["high_s"]

@@ -75,6 +75,18 @@ fn rows(priced: bool, tokens: Option<f64>) -> Vec<(String, Getter, bool)> {
             |c| V::S(c.estimate.time.total.get()),
             false,
         ),
+        (
+            "  80% band (published runs like it)",
+            |c| {
+                let b = crate::band::of(&c.model, &c.system, &c.estimate);
+                V::T(format!(
+                    "{} – {}",
+                    crate::units::Seconds::new(b.low_s),
+                    crate::units::Seconds::new(b.high_s)
+                ))
+            },
+            false,
+        ),
         ("  forward", |c| V::S(c.estimate.time.forward.get()), true),
         ("  backward", |c| V::S(c.estimate.time.backward.get()), true),
         (

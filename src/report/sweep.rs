@@ -71,6 +71,8 @@ pub struct SweepRow {
     pub plan: PlanValue,
     /// Time of one training iteration, seconds.
     pub iteration_time_s: f64,
+    /// 80 % prediction band of `iteration_time_s` (`crate::band`).
+    pub band: crate::band::Band,
     /// Tokens per second.
     pub tokens_per_s: f64,
     /// Model FLOPs utilisation, a fraction.
@@ -92,12 +94,13 @@ pub struct SweepRow {
 
 impl SweepRow {
     /// A ranked row from an estimate.
-    pub fn new(rank: u32, network: &str, e: &Estimate) -> SweepRow {
+    pub fn new(rank: u32, network: &str, e: &Estimate, band: crate::band::Band) -> SweepRow {
         SweepRow {
             rank,
             network: network.to_string(),
             plan: PlanValue::from(&e.plan),
             iteration_time_s: e.time.total.get(),
+            band,
             tokens_per_s: e.metrics.tokens_per_s,
             mfu: e.metrics.mfu,
             memory_per_device_bytes: e.memory.total.get(),

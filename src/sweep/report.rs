@@ -26,7 +26,11 @@ pub fn build(
     let rows = |hits: &mut dyn Iterator<Item = &Hit>| -> Vec<SweepRow> {
         let hits: Vec<&Hit> = hits.collect();
         let mut rows: Vec<SweepRow> = (hits.iter().enumerate())
-            .map(|(i, h)| SweepRow::new(i as u32 + 1, &grid.systems[h.system].0, &h.est))
+            .map(|(i, h)| {
+                let (name, sys) = &grid.systems[h.system];
+                let band = crate::band::of(model, sys, &h.est);
+                SweepRow::new(i as u32 + 1, name, &h.est, band)
+            })
             .collect();
         super::ties::annotate(model, grid, &hits, &mut rows);
         rows
@@ -196,7 +200,7 @@ fn int(v: u32) -> Cell {
 
 /// The ranked tables' columns, in order. Every plan field a sweep can vary has one, so a
 /// table shows whatever separates its rows.
-const COLS: [Col; 27] = [
+const COLS: [Col; 28] = [
     Col {
         key: "rank",
         header: "#",
@@ -348,6 +352,21 @@ const COLS: [Col; 27] = [
         key: "iteration_time_s",
         header: "iteration",
         cell: |r| Cell::q(Seconds::new(r.iteration_time_s), r.iteration_time_s),
+        show: Show::Always,
+    },
+    Col {
+        key: "band",
+        header: "80% band",
+        cell: |r| {
+            Cell::q(
+                format!(
+                    "{} – {}",
+                    Seconds::new(r.band.low_s),
+                    Seconds::new(r.band.high_s)
+                ),
+                r.band.high_s - r.band.low_s,
+            )
+        },
         show: Show::Always,
     },
     Col {
