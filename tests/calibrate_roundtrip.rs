@@ -9,19 +9,9 @@
 //! reduce-scatter, all-gather and all-to-all, 1 send/recv). The regimes: LL, LL128 and
 //! Simple rings inside a node; across four nodes trees (LL, LL128) below a Simple ring.
 
-use assert_cmd::Command;
-use serde_json::Value;
-use std::path::{Path, PathBuf};
-
-fn cli() -> Command {
-    Command::cargo_bin("astrolabe").unwrap()
-}
-
-fn dir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("astrolabe-rt-{name}-{}", std::process::id()));
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
+mod common;
+use common::{bin as cli, json, tmp as dir};
+use std::path::Path;
 
 /// (nccl-tests binary, collective name, bus-bandwidth factor for P ranks).
 fn factor(op: &str, p: f64) -> f64 {
@@ -153,20 +143,6 @@ const LOGS: [Log; 10] = [
         lines: &[(12.0, 8.0), (20.0, 22.0)],
     },
 ];
-
-fn json(args: &[&str]) -> Value {
-    let out = cli()
-        .args(args)
-        .args(["--format", "json"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
-}
 
 #[test]
 fn nccl_logs_of_every_collective_come_back_within_five_percent() {
