@@ -11,7 +11,8 @@ mod stages;
 
 pub use context::CpKind;
 pub use knobs::{
-    DEEPSPEED_2021_RATE, EpDispatch, LoraTargets, Optimizer, Order, Recompute, Schedule, Zero3Impl,
+    DEEPSPEED_2021_RATE, EpDispatch, GroupedGemm, LoraTargets, Optimizer, Order, Recompute,
+    Schedule, Zero3Impl,
 };
 pub use placement::{Placement, Span};
 pub use stages::{SplitSpec, Stages};
@@ -131,6 +132,8 @@ pub struct PlanSpec {
     pub order: Order,
     /// How MoE tokens are dispatched.
     pub ep_dispatch: EpDispatch,
+    /// How a rank runs its local experts' GEMMs.
+    pub grouped_gemm: GroupedGemm,
 }
 
 impl Default for PlanSpec {
@@ -175,6 +178,7 @@ impl Default for PlanSpec {
             flash_attention: false,
             order: Order::TpDpPp,
             ep_dispatch: EpDispatch::Alltoall,
+            grouped_gemm: GroupedGemm::Streams,
         }
     }
 }
@@ -281,6 +285,8 @@ pub struct Plan {
     pub order: Order,
     /// MoE token dispatch.
     pub ep_dispatch: EpDispatch,
+    /// Local experts' GEMMs.
+    pub grouped_gemm: GroupedGemm,
 }
 
 pub(crate) fn bad(key: &str, msg: String) -> Error {
@@ -543,6 +549,7 @@ impl Plan {
             flash_attention: s.flash_attention,
             order: s.order,
             ep_dispatch: s.ep_dispatch,
+            grouped_gemm: s.grouped_gemm,
         };
         let ends = u32::from(s.account_for_embedding) + u32::from(s.account_for_loss);
         plan.check_model(model, ends)?;

@@ -418,3 +418,55 @@ fn sweep_takes_the_ep_settings() {
     let best = |v: &serde_json::Value| v["top"][0]["iteration_time_s"].as_f64().unwrap();
     assert!(best(&over) <= best(&plain));
 }
+
+/// The explain line of a grouped GEMM ("GEMM MLP in") of Qwen3-30B-A3B (128 experts,
+/// top-8, hidden 2048, expert width 768) on one B200, BF16, sequence 4096, micro-batch 1,
+/// with `--grouped-gemm KIND` and `extra` flags.
+fn experts_line(kind: &str, extra: &[&str]) -> String {
+    let mut a = cli(
+        "estimate --model qwen3-30b-a3b --system dgx-b200 --seq-len 4096 --precision bf16 --grouped-gemm",
+    );
+    a.push(kind);
+    a.extend_from_slice(extra);
+    if !a.contains(&"--gpus") {
+        a.extend(["--gpus", "1", "--global-batch", "1"]);
+    }
+    explain_line(&a, "GEMM MLP in")
+}
+
+/// Grouped GEMMs of 128 local experts of M = 4096·8/128 = 256 tokens each, FC1 N = 2·768
+/// = 1536, K = 2048; B200: 148 SMs, 256×256 tiles, plateau 0.72, k0 = 128, 2.25 PFLOP/s,
+/// 4 µs per launch. T(×b) = 2·M·N·K·b / (peak·e) + 4 µs, e = 0.72·q·K/(K + 128),
+/// q = M·N·b / (waves·148·256²), waves = ⌈⌈M/256⌉·⌈N/256⌉·b / 148⌉.
+/// - streams (Transformer Engine's 4 CUDA streams): 32 rounds of 4 GEMMs: 24 tiles, one
+///   wave, q = 256·1536·4/(148·65536) = 0.162162, e = 0.109890,
+///   T(×4) = 6.44245e9/(2.25e15·0.109890) + 4 µs = 30.056 µs → 32·T = 961.8 µs;
+/// - fused: 768 tiles, 6 waves, q = 0.864865, e = 0.586074,
+///   T(×128) = 2.06158e11/(2.25e15·0.586074) + 4 µs = 160.34 µs.
+#[test]
+fn grouped_gemm_streams_and_fused_by_hand() {
+    let streams = experts_line("streams", &[]);
+    assert!(
+        streams.contains("×128 experts, 4 at a time on 4 streams (32 rounds + 0)"),
+        "{streams}"
+    );
+    approx::assert_relative_eq!(common::micros(&streams, "fwd"), 961.81, max_relative = 5e-4);
+    let fused = experts_line("fused", &[]);
+    approx::assert_relative_eq!(common::micros(&fused, "fwd"), 160.34, max_relative = 5e-4);
+    // Four or fewer local experts (EP 32: 4 experts of 4096·8·32/128 = 8192 tokens) run in
+    // one round: the two kinds agree.
+    let few = ["--gpus", "32", "--ep", "32", "--global-batch", "32"];
+    assert_eq!(
+        common::micros(&experts_line("streams", &few), "fwd"),
+        common::micros(&experts_line("fused", &few), "fwd")
+    );
+}
+
+/// `--grouped-gemm` takes streams or fused and names the flag otherwise.
+#[test]
+fn grouped_gemm_rejects_other_kinds() {
+    common::usage_error(
+        &cli("estimate --model qwen3-30b-a3b --system dgx-b200 --gpus 8 --grouped-gemm cutlass"),
+        "--grouped-gemm",
+    );
+}

@@ -137,6 +137,9 @@ pub struct PlanFlags {
     /// MoE token dispatch: alltoall (Megatron-core's alltoall dispatcher) or hierarchical (DeepEP/HybridEP: once per node over the scale-out network, then NVLink forwarding).
     #[arg(long, value_name = "KIND")]
     pub ep_dispatch: Option<String>,
+    /// How a rank runs its local experts' GEMMs: streams (Transformer Engine's default, one GEMM per expert on 4 CUDA streams) or fused (one grouped kernel, e.g. NVTE_CUTEDSL_FUSED_GROUPED_MLP=1).
+    #[arg(long, value_name = "KIND")]
+    pub grouped_gemm: Option<String>,
 }
 
 pub(crate) fn parse_enum<T: serde::de::DeserializeOwned>(
@@ -232,6 +235,9 @@ impl PlanFlags {
         if let Some(s) = &self.ep_dispatch {
             p.ep_dispatch = parse_enum("--ep-dispatch", s, &["alltoall", "hierarchical"])?;
         }
+        if let Some(s) = &self.grouped_gemm {
+            p.grouped_gemm = parse_enum("--grouped-gemm", s, &["streams", "fused"])?;
+        }
         if let Some(s) = &self.order {
             p.order = parse_enum::<Order>("--order", s, &["tp-dp-pp", "tp-pp-dp"])?;
         }
@@ -290,6 +296,7 @@ impl PlanFlags {
             ("optimizer", &self.optimizer),
             ("order", &self.order),
             ("ep_dispatch", &self.ep_dispatch),
+            ("grouped_gemm", &self.grouped_gemm),
             ("zero3_impl", &self.zero3_impl),
             ("cp_kind", &self.cp_kind),
             ("fp8_recipe", &self.fp8_recipe),

@@ -89,6 +89,9 @@ pub struct SweepArgs {
     /// MoE token dispatch in every plan: alltoall or hierarchical (see `estimate --help`).
     #[arg(long, value_name = "KIND")]
     pub ep_dispatch: Option<String>,
+    /// Local experts' GEMMs in every plan: streams or fused (see `estimate --help`).
+    #[arg(long, value_name = "KIND")]
+    pub grouped_gemm: Option<String>,
     /// Memory set aside per device in every plan, e.g. 4GiB (default: the device's, 1.5 GiB + 3% of HBM; see `estimate --help`).
     #[arg(long)]
     pub memory_reserve: Option<String>,
@@ -361,6 +364,10 @@ fn build_axes(a: &SweepArgs, f: &SweepFile, system: &crate::system::System) -> R
     if let Some(s) = a.ep_dispatch.as_ref().or(fa.ep_dispatch.as_ref()) {
         ax.ep_dispatch =
             crate::cli::plan_flags::parse_enum("--ep-dispatch", s, &["alltoall", "hierarchical"])?;
+    }
+    if let Some(s) = a.grouped_gemm.as_ref().or(fa.grouped_gemm.as_ref()) {
+        ax.grouped_gemm =
+            crate::cli::plan_flags::parse_enum("--grouped-gemm", s, &["streams", "fused"])?;
     }
     let impl_from = [
         ("--zero3-impl", &a.zero3_impl),

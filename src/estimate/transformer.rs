@@ -175,10 +175,39 @@ struct Ctx<'a> {
     tp_dp_share: bool,
 }
 
+/// Transformer Engine's compute streams for per-expert GEMMs (`get_num_compute_streams`).
+pub(crate) const TE_STREAMS: f64 = 4.0;
+
 impl Ctx<'_> {
     fn gemm(&self, m: f64, n: f64, k: f64, batch: f64) -> Seconds {
         self.dev
             .gemm_time_at(self.peak, self.speedup, m, n, k, batch)
+    }
+    /// The GEMMs of `g` local experts, M×N×K each, with `plan.grouped_gemm`:
+    ///
+    /// - `streams` (Transformer Engine's `GroupedLinear` default: one cuBLAS GEMM per expert,
+    ///   expert i on stream i mod S, S = 4 compute streams; `multi_stream_cublas_gemm` in
+    ///   transformer_engine/common/gemm/cublaslt_gemm.cu, `get_num_compute_streams` in
+    ///   common/util/multi_stream.cpp): at most S GEMMs run at once, so their tiles share
+    ///   waves S at a time, each round paying one launch,
+    ///   `T = ⌊g/S⌋·T(M,N,K,×S) + T(M,N,K,×(g mod S))`;
+    /// - `fused` (one grouped kernel): `T = T(M,N,K,×g)`, every expert's tiles in one
+    ///   wave schedule and one launch.
+    ///
+    /// With small experts and few tokens per expert (fine-grained MoE at low EP) a round
+    /// of S GEMMs fills a fraction of the SMs: the grouped-GEMM efficiency falls with the
+    /// tokens per expert and the expert width, as measured for Transformer Engine's grouped
+    /// GEMMs (Megatron-core MoE docs: `moe_grouped_gemm`; MoE Parallel Folding, arXiv
+    /// 2504.14960 §5).
+    fn experts_gemm(&self, m: f64, n: f64, k: f64, g: f64) -> Seconds {
+        match self.plan.grouped_gemm {
+            crate::parallel::GroupedGemm::Fused => self.gemm(m, n, k, g),
+            crate::parallel::GroupedGemm::Streams => {
+                let rounds = (g / TE_STREAMS).floor();
+                let rest = g - rounds * TE_STREAMS;
+                self.gemm(m, n, k, TE_STREAMS) * rounds + self.gemm(m, n, k, rest)
+            }
+        }
     }
     fn attn_gemm(&self, m: f64, n: f64, k: f64, batch: f64) -> Seconds {
         self.dev.gemm_time(self.attn_peak, m, n, k, batch)

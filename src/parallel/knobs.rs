@@ -127,6 +127,22 @@ pub enum EpDispatch {
     Hierarchical,
 }
 
+/// How a rank runs the GEMMs of its local experts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum GroupedGemm {
+    /// One GEMM per local expert, spread round-robin over 4 CUDA streams: Transformer
+    /// Engine's `GroupedLinear` default path (`multi_stream_cublas_gemm`,
+    /// `get_num_compute_streams() = 4`, transformer_engine/common/gemm/cublaslt_gemm.cu and
+    /// common/util/multi_stream.cpp), used by Megatron-core's `TEGroupedMLP`.
+    #[default]
+    Streams,
+    /// One grouped kernel over all local experts (CUTLASS/cuBLASLt grouped GEMM, or the
+    /// CuTe DSL fused grouped MLP that NVIDIA's Blackwell DeepSeek and gpt-oss recipes turn
+    /// on with `NVTE_CUTEDSL_FUSED_GROUPED_MLP=1`): the experts' tiles share the waves.
+    Fused,
+}
+
 /// Order in which groups take network dimensions, innermost first.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "kebab-case")]

@@ -87,6 +87,8 @@ pub struct PlanValue {
     pub order: String,
     /// MoE token dispatch: "alltoall" or "hierarchical".
     pub ep_dispatch: String,
+    /// Local experts' GEMMs: "streams" or "fused".
+    pub grouped_gemm: String,
 }
 
 /// "gpipe", "1f1b", "interleaved", "dualpipe".
@@ -160,6 +162,11 @@ impl From<&Plan> for PlanValue {
             ep_dispatch: match p.ep_dispatch {
                 crate::parallel::EpDispatch::Alltoall => "alltoall",
                 crate::parallel::EpDispatch::Hierarchical => "hierarchical",
+            }
+            .into(),
+            grouped_gemm: match p.grouped_gemm {
+                crate::parallel::GroupedGemm::Streams => "streams",
+                crate::parallel::GroupedGemm::Fused => "fused",
             }
             .into(),
         }

@@ -103,6 +103,8 @@ pub struct AxesFile {
     pub ep_overlap: Option<bool>,
     /// MoE token dispatch in every plan: "alltoall" or "hierarchical" (a setting).
     pub ep_dispatch: Option<String>,
+    /// Local experts' GEMMs in every plan: "streams" or "fused" (a setting).
+    pub grouped_gemm: Option<String>,
     /// Memory reserve per device in every plan, e.g. "4GiB" (a setting).
     pub memory_reserve: Option<String>,
 }

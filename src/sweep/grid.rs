@@ -75,6 +75,8 @@ pub struct Axes {
     pub ep_overlap: bool,
     /// MoE token dispatch in every plan (a setting).
     pub ep_dispatch: crate::parallel::EpDispatch,
+    /// How local experts' GEMMs run in every plan (a setting).
+    pub grouped_gemm: crate::parallel::GroupedGemm,
     /// Memory reserve per device in every plan (a setting; None: each device's).
     pub memory_reserve: Option<crate::units::Bytes>,
 }
@@ -120,6 +122,7 @@ impl Axes {
             tp_bwd_overlap: true,
             ep_overlap: false,
             ep_dispatch: crate::parallel::EpDispatch::Alltoall,
+            grouped_gemm: crate::parallel::GroupedGemm::Streams,
             memory_reserve: None,
         }
     }
@@ -331,6 +334,7 @@ impl Grid {
                                     tp_bwd_overlap: axes.tp_bwd_overlap,
                                     ep_overlap: axes.ep_overlap,
                                     ep_dispatch: axes.ep_dispatch,
+                                    grouped_gemm: axes.grouped_gemm,
                                     memory_reserve: axes.memory_reserve,
                                     ..PlanSpec::default()
                                 };

@@ -129,11 +129,20 @@ pub(super) fn linears<T: Trace>(c: &Ctx, tr: &mut T) -> Linears {
         } else {
             cast_in += mm * k * batch;
             cast_grad += mm * n * batch;
-            (
-                c.gemm(mm, n, k, batch),
-                c.gemm(mm, k, n, batch),
-                c.gemm(k, n, mm, batch),
-            )
+            if i == 5 || i == 6 {
+                // Routed experts: `batch` local experts' GEMMs.
+                (
+                    c.experts_gemm(mm, n, k, batch),
+                    c.experts_gemm(mm, k, n, batch),
+                    c.experts_gemm(k, n, mm, batch),
+                )
+            } else {
+                (
+                    c.gemm(mm, n, k, batch),
+                    c.gemm(mm, k, n, batch),
+                    c.gemm(k, n, mm, batch),
+                )
+            }
         };
         let tb = dg + wg;
         if group == 4 {
@@ -153,6 +162,18 @@ pub(super) fn linears<T: Trace>(c: &Ctx, tr: &mut T) -> Linears {
             };
             let rest = ["MLP in", "MLP out", "router", "shared MLP in", "shared MLP out"];
             let name = if i < 5 { attn[i] } else { rest[i - 5] };
+            let streams = (i == 5 || i == 6)
+                && c.plan.grouped_gemm == crate::parallel::GroupedGemm::Streams
+                && batch > super::TE_STREAMS;
+            if streams {
+                let s = super::TE_STREAMS;
+                return format!(
+                    "  GEMM {name}: M={mm} N={n} K={k} ×{batch} experts, {s} at a time on {s} streams ({:.0} rounds + {}): efficiency {:.1}% of peak per round → fwd {tf}, bwd {tb}",
+                    (batch / s).floor(),
+                    batch % s,
+                    100.0 * c.dev.gemm_efficiency(mm, n, k, s)
+                );
+            }
             format!(
                 "  GEMM {name}: M={mm} N={n} K={k} ×{batch}: efficiency {:.1}% of peak → fwd {tf}, bwd {tb}",
                 100.0 * c.dev.gemm_efficiency(mm, n, k, batch)
