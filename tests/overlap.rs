@@ -174,6 +174,53 @@ fn dp_buckets_hide_behind_the_last_backward_except_the_last() {
 }
 
 #[test]
+fn zero2_reduces_the_gradient_after_every_micro_batch() {
+    // Llama 2 7B, DP 16 = 8 × 2, global batch 64, micro-batch 1: m = 4 micro-batches per
+    // replica. With ZeRO ≥ 1 the gradient G = 2·P bytes is reduce-scattered: in the node
+    // 7/8·G at B0, then across the 2 nodes on G/8, 1/2·G/8 at B1. ZeRO-1 reduces once, in
+    // the last micro-batch's backward; ZeRO-2 (sharded gradients) after each of the m
+    // backwards, each time the same bucket rule: (m − 1) more exposed tails and
+    // interference, and (m − 1)·G more bytes.
+    let model = catalog::model("llama2-7b").unwrap();
+    let p = model.params();
+    let sys = system("switch(8, 2000GB/s, 0us) x switch(2, 20GB/s, 0us)");
+    let (b0, b1) = (2000e9, 20e9);
+    let spec = |zero: u8| PlanSpec {
+        gpus: Some(16),
+        micro_batch: 1,
+        global_batch: Some(64),
+        flash_attention: true,
+        zero,
+        ..PlanSpec::default()
+    };
+    let z1 = run("llama2-7b", &sys, spec(1));
+    let z2 = run("llama2-7b", &sys, spec(2));
+    let m = z2.plan.micro_batches as f64;
+    assert_eq!(m, 4.0);
+    let g = 2.0 * p;
+    let reduce = 7.0 / 8.0 * g / b0 + 0.5 * g / 8.0 / b1;
+    let k = (p / 4e7).ceil();
+    let w = z2.time.backward.get() / m;
+    let (exposed, slow) = dp_rule(reduce, k, w);
+    let (d1, d2) = (z1.time.class(CommClass::Dp), z2.time.class(CommClass::Dp));
+    assert_relative_eq!(
+        d2.exposed.get() - d1.exposed.get(),
+        (m - 1.0) * exposed,
+        max_relative = 1e-6
+    );
+    assert_relative_eq!(
+        z2.time.interference.get() - z1.time.interference.get(),
+        (m - 1.0) * slow,
+        max_relative = 1e-6
+    );
+    assert_relative_eq!(
+        d2.bytes.get() - d1.bytes.get(),
+        (m - 1.0) * g,
+        max_relative = 1e-9
+    );
+}
+
+#[test]
 fn dp_without_overlap_is_one_exposed_collective() {
     let sys = system("switch(8, 2000GB/s, 0us) x switch(2, 200GB/s, 0us)");
     let p = catalog::model("llama2-7b").unwrap().params();

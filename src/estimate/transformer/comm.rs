@@ -150,7 +150,12 @@ pub(super) struct Neighbours {
 /// - with ZeRO ≥ 1, the parameter all-gather of the distributed optimizer hides behind the
 ///   first micro-batch's forward (Megatron `--overlap-param-gather`);
 /// - both share the dimensions they span with the TP traffic of the same window
-///   (`windows::shared`); with DP overlap off, everything is exposed.
+///   (`windows::shared`); with DP overlap off, everything is exposed;
+/// - with ZeRO-2 the gradients are sharded, so accumulation cannot defer the reduction: the
+///   reduce-scatter runs after every micro-batch's backward (DeepSpeed
+///   `stage_1_and_2.py`; its maintainers in DeepSpeed issue #2252: "gradient reduction is
+///   required after every backward because of gradient partitioning"), `m` times the
+///   window above, each with its last bucket exposed: `m·(R_exposed + R_last)`.
 ///
 /// Returns the DP class and the interference it causes.
 pub(super) fn dp_comm<T: Trace>(
@@ -204,25 +209,36 @@ pub(super) fn dp_comm<T: Trace>(
     } else {
         (Overlap::exposed(reduce - last), Overlap::exposed(gather))
     };
-    let exposed = wb.exposed + last + wf.exposed;
-    let slowdown = wb.slowdown + wf.slowdown;
+    // Gradient reductions per iteration: one, or one per micro-batch with ZeRO-2.
+    let reps = if plan.zero == 2 {
+        plan.micro_batches as f64
+    } else {
+        1.0
+    };
+    let exposed = (wb.exposed + last) * reps + wf.exposed;
+    let slowdown = wb.slowdown * reps + wf.slowdown;
     tr.line(|| {
         format!(
-            "DP window (ZeRO-{}): gradient {} → reduction R = {k} buckets × {last} = {reduce} (bucket {}: each pays the collective's latency), last bucket exposed; R − R_last (+ sharing with TP) under the last micro-batch's backward {} → exposed {}; parameter all-gather {gather} under the first forward {} → exposed {}; interference {slowdown}",
+            "DP window (ZeRO-{}): gradient {} → reduction R = {k} buckets × {last} = {reduce} (bucket {}: each pays the collective's latency), last bucket exposed; R − R_last (+ sharing with TP) under the last micro-batch's backward {} → exposed {}{}; parameter all-gather {gather} under the first forward {} → exposed {}; interference {slowdown}",
             plan.zero,
             Bytes::new(grad),
             plan.dp_bucket_bytes(),
             dp_window(c, &worst.bwd) + dp_window(c, &worst.rec),
             wb.exposed,
+            if reps > 1.0 {
+                format!("; ZeRO-2 reduces after every micro-batch: {reps} × ({} + {last})", wb.exposed)
+            } else {
+                String::new()
+            },
             dp_window(c, &worst.fwd),
             wf.exposed
         )
     });
-    let bytes = grad + if plan.zero > 0 { weights } else { 0.0 };
+    let bytes = grad * reps + if plan.zero > 0 { weights } else { 0.0 };
     Ok((
         Comm {
             exposed,
-            hidden: (reduce + gather - exposed).max(Seconds::ZERO),
+            hidden: (reduce * reps + gather - exposed).max(Seconds::ZERO),
             bytes: Bytes::new(bytes),
         },
         slowdown,
