@@ -215,3 +215,121 @@ pub fn check_band_residuals(set: &str, rows: &[astrolabe::band::Residual]) {
         "{path} is stale (the model's errors on this set changed): rerun this test with ASTROLABE_BLESS=1"
     );
 }
+
+/// The `astrolabe sweep` arguments for a published row's estimate command `est`: the same
+/// model, system, GPUs, batch, sequence and precision, and the settings that hold for every
+/// plan (FP8 recipe as `fp8:current`, EP overlap and dispatch, a practice switch turned
+/// off); the plan's structure (TP, PP, CP, EP, ETP, virtual stages, micro-batch, ZeRO,
+/// recomputation, FSDP, the pipeline split) is left to the default grid.
+pub fn sweep_args_of(est: &[String]) -> Vec<String> {
+    const STRUCTURE: [&str; 10] = [
+        "tp",
+        "pp",
+        "cp",
+        "ep",
+        "etp",
+        "virtual-stages",
+        "micro-batch",
+        "zero",
+        "recompute",
+        "optimizer",
+    ];
+    const BARE: [&str; 6] = [
+        "fsdp",
+        "flash-attention",
+        "tp-overlap",
+        "sequence-parallel",
+        "account-for-embedding",
+        "account-for-loss",
+    ];
+    let mut out: Vec<String> = ["sweep", "--top", "1"].map(String::from).to_vec();
+    let mut current = false;
+    let mut i = 0;
+    while i < est.len() {
+        let k = est[i].trim_start_matches("--");
+        let value = est.get(i + 1).filter(|v| !v.starts_with("--"));
+        i += 1 + usize::from(value.is_some());
+        match (k, value) {
+            ("fp8-recipe", Some(v)) => current = v == "current",
+            (k, None) if BARE.contains(&k) => {}
+            (k, _) if STRUCTURE.contains(&k) => {}
+            (_, v) => {
+                out.push(format!("--{k}"));
+                out.extend(v.cloned());
+            }
+        }
+    }
+    if current {
+        let p = out
+            .iter()
+            .position(|a| a == "--precision")
+            .expect("a precision");
+        out[p + 1] = "fp8:current".into();
+    }
+    out
+}
+
+/// The best plan of `astrolabe sweep ARGS` (from [`sweep_args_of`]): its iteration time
+/// in seconds and the plan, or why there is none.
+pub fn default_sweep_best(args: &[String]) -> Result<(f64, Value), String> {
+    let out = bin()
+        .args(args)
+        .args(["--format", "json"])
+        .output()
+        .unwrap();
+    if !out.status.success() {
+        return Err(format!(
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
+    let v: Value = serde_json::from_slice(&out.stdout).expect("sweep json");
+    let best = &v["top"][0];
+    match best["iteration_time_s"].as_f64() {
+        Some(t) => Ok((t, best["plan"].clone())),
+        None => Err(format!("{args:?}: no plan fits")),
+    }
+}
+
+/// Issue 20's acceptance on `ratios` (published time / default-sweep best, one per
+/// configuration): (median, share within [0.85, 1.20]).
+pub fn sweep_ratio_stats(ratios: &[f64]) -> (f64, f64) {
+    let mut r = ratios.to_vec();
+    r.sort_by(f64::total_cmp);
+    let n = r.len();
+    let median = if n % 2 == 1 {
+        r[n / 2]
+    } else {
+        (r[n / 2 - 1] + r[n / 2]) / 2.0
+    };
+    let inside = r.iter().filter(|x| (0.85..=1.20).contains(*x)).count();
+    (median, inside as f64 / n as f64)
+}
+
+/// A sweep row's plan as one short string: "TP 2 PP 8 VP 4 CP 2 EP 8 ETP 1 mb 1 ZeRO 1".
+pub fn plan_shape(p: &Value) -> String {
+    let mut s = String::new();
+    for (k, name) in [
+        ("tp", "TP"),
+        ("pp", "PP"),
+        ("virtual_stages", "VP"),
+        ("cp", "CP"),
+        ("ep", "EP"),
+        ("etp", "ETP"),
+        ("micro_batch", "mb"),
+        ("zero", "ZeRO"),
+    ] {
+        let v = p[k].as_u64().unwrap_or(0);
+        let moe = p["ep"].as_u64().unwrap_or(1) > 1;
+        let shown = match k {
+            "tp" | "pp" | "micro_batch" | "zero" => true,
+            "etp" => moe,
+            _ => v > 1,
+        };
+        if shown {
+            s.push_str(&format!("{name} {v} "));
+        }
+    }
+    s.push_str(p["recompute"].as_str().unwrap_or(""));
+    s
+}
