@@ -503,3 +503,61 @@ fn sweep_file_settings_reach_every_plan() {
     assert!(blocking > overlapped, "{blocking} vs {overlapped}");
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// A MoE model's default grid offers expert TP 1 beside Megatron-core's default etp = tp
+/// (NVIDIA's MoE recipes run ETP 1); a dense model's grid has no ETP choice. One TP 2 ×
+/// EP 4 structure, one knob setting: 7 schedules × 1 CP (sequence 4096) × ETP {2, 1} = 14
+/// configurations for Qwen3-30B-A3B, 7 for Llama 3 8B.
+#[test]
+fn default_grid_offers_expert_tp_1_for_moe_models() {
+    let fixed = [
+        "--gpus",
+        "8",
+        "--global-batch",
+        "64",
+        "--seq-len",
+        "4096",
+        "--tp",
+        "2",
+        "--pp",
+        "1",
+        "--micro-batch",
+        "1",
+        "--zero",
+        "1",
+        "--recompute",
+        "none",
+        "--order",
+        "tp-dp-pp",
+        "--top",
+        "10",
+    ];
+    let sweep = |model: &str, ep: &str| {
+        let out = bin()
+            .args([
+                "sweep", "--model", model, "--system", "dgx-h100", "--ep", ep,
+            ])
+            .args(fixed)
+            .args(["--format", "json"])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()
+    };
+    let moe = sweep("qwen3-30b-a3b", "4");
+    assert_eq!(moe["configurations"], 14);
+    let mut etps: Vec<u64> = moe["top"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["plan"]["etp"].as_u64().unwrap())
+        .collect();
+    etps.sort_unstable();
+    etps.dedup();
+    assert_eq!(etps, [1, 2]);
+    assert_eq!(sweep("llama3-8b", "1")["configurations"], 7);
+}

@@ -43,7 +43,8 @@ pub struct Axes {
     pub seq_len: Vec<u32>,
     /// (precision, FP8 recipe); a precision the device lacks is counted as invalid.
     pub precision: Vec<(Precision, Fp8Recipe)>,
-    /// Expert tensor-parallel degrees; empty means etp = tp.
+    /// Expert tensor-parallel degrees; empty means etp = tp, and for MoE models also
+    /// etp = 1 (see [`default_etp`]).
     pub etp: Vec<u32>,
     /// Micro-batch sizes.
     pub micro_batch: Vec<u32>,
@@ -189,13 +190,12 @@ fn degree_lists(model: &Model, axes: &Axes, g: u32) -> (Vec<u32>, Vec<u32>, Vec<
 /// Number of configurations [`Grid::build`] would lay out, counted without building
 /// anything (no plan is validated), so a size limit can be checked before the work.
 pub fn count_configs(model: &Model, axes: &Axes) -> u64 {
-    let seqs = axes.seq_len.len().max(1) as u128;
+    // The CP × sequence × precision × ETP combinations, as the grid lays them out.
+    let extra = extras(axes, model.transformer().map(|t| t.s as u32), is_moe(model)).len();
     let per_plan = u128::from(axes.knob_count())
         * axes.micro_batch.len() as u128
         * axes.schedules.len() as u128
-        * axes.cp.len().max(1) as u128
-        * seqs
-        * axes.precision.len().max(1) as u128;
+        * extra as u128;
     let systems = axes.networks.len().max(1) as u128 * axes.hardware.count().max(1) as u128;
     let mut total: u128 = 0;
     for &g in &axes.gpus {
@@ -286,7 +286,11 @@ impl Grid {
         for (si, (_, sys)) in systems.iter().enumerate() {
             let g = sys.gpus() as u32;
             let (tps, pps, eps, explicit) = degree_lists(model, &axes, g);
-            let extras = extras(&axes, model.transformer().map(|t| t.s as u32));
+            let extras = extras(
+                &axes,
+                model.transformer().map(|t| t.s as u32),
+                is_moe(model),
+            );
             for &tp in &tps {
                 for &pp in &pps {
                     // Only factorisations dp·tp·pp = gpus belong to the default grid;
@@ -302,6 +306,11 @@ impl Grid {
                                 // One stage has no pipeline: every schedule is the same run.
                                 if pp == 1 && k != single_stage {
                                     invalid.add(REDUNDANT_SCHEDULE, knobs);
+                                    continue;
+                                }
+                                // The default ETP 1 of a MoE model is etp = tp when tp = 1.
+                                if tp == 1 && etp == Some(1) && axes.etp.is_empty() {
+                                    invalid.add(REDUNDANT_ETP, knobs);
                                     continue;
                                 }
                                 if sys.device.peak(precision).is_err() {
@@ -449,9 +458,23 @@ pub fn default_cp(seq: u32) -> Vec<u32> {
     out
 }
 
+/// Whether `model` has routed experts.
+fn is_moe(model: &Model) -> bool {
+    model.transformer().is_some_and(|t| t.experts > 1)
+}
+
+/// The default expert tensor-parallel choices of a MoE model: Megatron-core's default
+/// `etp = tp` (`None`) and `etp = 1`, the experts unsplit while attention keeps its TP
+/// (MoE parallel folding, arXiv 2504.14960 §3; NVIDIA's Qwen3, DeepSeek-V3 and gpt-oss
+/// recipes set `expert_tensor_parallel_size = 1`). A dense model has no experts: `None`.
+pub fn default_etp(moe: bool) -> Vec<Option<u32>> {
+    if moe { vec![None, Some(1)] } else { vec![None] }
+}
+
 /// The product of the CP, sequence-length, precision and ETP axes; an empty CP axis is
-/// [`default_cp`] of each sequence length (`model_seq` when the axis has none).
-fn extras(a: &Axes, model_seq: Option<u32>) -> Vec<Extra> {
+/// [`default_cp`] of each sequence length (`model_seq` when the axis has none), an empty
+/// ETP axis [`default_etp`].
+fn extras(a: &Axes, model_seq: Option<u32>, moe: bool) -> Vec<Extra> {
     let opt = |v: &[u32]| -> Vec<Option<u32>> {
         if v.is_empty() {
             vec![None]
@@ -459,7 +482,12 @@ fn extras(a: &Axes, model_seq: Option<u32>) -> Vec<Extra> {
             v.iter().map(|&s| Some(s)).collect()
         }
     };
-    let (seqs, etps) = (opt(&a.seq_len), opt(&a.etp));
+    let seqs = opt(&a.seq_len);
+    let etps = if a.etp.is_empty() {
+        default_etp(moe)
+    } else {
+        opt(&a.etp)
+    };
     let mut out = Vec::new();
     for &s in &seqs {
         let cps = if a.cp.is_empty() {
@@ -479,6 +507,10 @@ fn extras(a: &Axes, model_seq: Option<u32>) -> Vec<Extra> {
     }
     out
 }
+
+/// Reason counted for the default ETP 1 of a plan with TP 1 (the same plan as etp = tp).
+const REDUNDANT_ETP: &str =
+    "redundant: expert TP 1 with TP 1 (the default etp = tp is the same plan)";
 
 /// Reason counted for pipeline schedules of a single-stage plan.
 const REDUNDANT_SCHEDULE: &str =
