@@ -287,6 +287,10 @@ pub struct Plan {
     pub ep_dispatch: EpDispatch,
     /// Local experts' GEMMs.
     pub grouped_gemm: GroupedGemm,
+    /// The embedding counted as a layer of the pipeline split.
+    pub account_for_embedding: bool,
+    /// The output head and loss counted as a layer of the pipeline split.
+    pub account_for_loss: bool,
 }
 
 pub(crate) fn bad(key: &str, msg: String) -> Error {
@@ -550,6 +554,8 @@ impl Plan {
             order: s.order,
             ep_dispatch: s.ep_dispatch,
             grouped_gemm: s.grouped_gemm,
+            account_for_embedding: s.account_for_embedding,
+            account_for_loss: s.account_for_loss,
         };
         let ends = u32::from(s.account_for_embedding) + u32::from(s.account_for_loss);
         plan.check_model(model, ends)?;

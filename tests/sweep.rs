@@ -506,8 +506,9 @@ fn sweep_file_settings_reach_every_plan() {
 
 /// A MoE model's default grid offers expert TP 1 beside Megatron-core's default etp = tp
 /// (NVIDIA's MoE recipes run ETP 1); a dense model's grid has no ETP choice. One TP 2 ×
-/// EP 4 structure, one knob setting: 7 schedules × 1 CP (sequence 4096) × ETP {2, 1} = 14
-/// configurations for Qwen3-30B-A3B, 7 for Llama 3 8B.
+/// EP 4 structure, one knob setting: 7 schedules × 2 pipeline splits (both counted, then
+/// dropped as redundant for pp = 1) × 1 CP (sequence 4096) × ETP {2, 1} = 28
+/// configurations for Qwen3-30B-A3B, 14 for Llama 3 8B.
 #[test]
 fn default_grid_offers_expert_tp_1_for_moe_models() {
     let fixed = [
@@ -549,7 +550,7 @@ fn default_grid_offers_expert_tp_1_for_moe_models() {
         serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()
     };
     let moe = sweep("qwen3-30b-a3b", "4");
-    assert_eq!(moe["configurations"], 14);
+    assert_eq!(moe["configurations"], 28);
     let mut etps: Vec<u64> = moe["top"]
         .as_array()
         .unwrap()
@@ -559,5 +560,73 @@ fn default_grid_offers_expert_tp_1_for_moe_models() {
     etps.sort_unstable();
     etps.dedup();
     assert_eq!(etps, [1, 2]);
-    assert_eq!(sweep("llama3-8b", "1")["configurations"], 7);
+    assert_eq!(sweep("llama3-8b", "1")["configurations"], 14);
+}
+
+/// The default grid offers the embedding and the loss as pipeline layers (Megatron-LM's
+/// `account_for_{embedding,loss}_in_pipeline_split`, NVIDIA's Llama 3.1 405B recipes):
+/// Llama 3 405B's 126 layers on 16 stages × 8 chunks leave a chunk empty with the plain
+/// split, and fill all 128 with the ends counted (126 + 2); with 1F1B the ends change
+/// nothing (7, 8 × 14, 7 layers either way) and the
+/// second copy is dropped as redundant. 2 schedules × 2 splits = 4 configurations, 2 valid.
+#[test]
+fn default_grid_offers_the_ends_as_pipeline_layers() {
+    let out = bin()
+        .args([
+            "sweep",
+            "--model",
+            "llama3-405b",
+            "--system",
+            "dgx-b200",
+            "--gpus",
+            "128",
+            "--tp",
+            "8",
+            "--pp",
+            "16",
+            "--schedule",
+            "interleaved:8,1f1b",
+            "--micro-batch",
+            "1",
+            "--zero",
+            "1",
+            "--recompute",
+            "none",
+            "--order",
+            "tp-dp-pp",
+            "--seq-len",
+            "4096",
+            "--global-batch",
+            "16",
+            "--format",
+            "json",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["configurations"], 4);
+    assert_eq!(v["valid"], 2);
+    let top: Vec<(String, bool)> = v["top"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            let p = &r["plan"];
+            let s = p["schedule"].as_str().unwrap().to_string();
+            (s, p["account_for_loss"].as_bool().unwrap())
+        })
+        .collect();
+    assert!(top.contains(&("interleaved".into(), true)), "{top:?}");
+    assert!(top.contains(&("1f1b".into(), false)), "{top:?}");
+    let drops = v["drops"].to_string();
+    assert!(drops.contains("leave a chunk empty"), "{drops}");
+    assert!(
+        drops.contains("redundant: the embedding and loss"),
+        "{drops}"
+    );
 }

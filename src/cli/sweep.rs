@@ -101,6 +101,9 @@ pub struct SweepArgs {
     /// Flash attention values (default: true, today's practice).
     #[arg(long, value_delimiter = ',', value_name = "BOOLS", num_args = 0..=1, default_missing_value = "true")]
     pub flash_attention: Vec<bool>,
+    /// Count the embedding and the loss as pipeline layers (uneven first/last stages, Megatron-LM's account_for_{embedding,loss}_in_pipeline_split), e.g. true,false (default: both, for plans with pipeline stages).
+    #[arg(long, value_delimiter = ',', value_name = "BOOLS", num_args = 0..=1, default_missing_value = "true")]
+    pub account_for_ends: Vec<bool>,
     /// Context-parallel degrees.
     #[arg(long, value_delimiter = ',')]
     pub cp: Vec<u32>,
@@ -338,6 +341,7 @@ fn build_axes(a: &SweepArgs, f: &SweepFile, system: &crate::system::System) -> R
         (&mut ax.dp_overlap, &a.dp_overlap, &fa.dp_overlap),
         (&mut ax.tp_overlap, &a.tp_overlap, &fa.tp_overlap),
         (&mut ax.flash, &a.flash_attention, &fa.flash_attention),
+        (&mut ax.ends, &a.account_for_ends, &fa.account_for_ends),
     ] {
         if let Some(v) = pick(flag, key) {
             *dst = v;
@@ -601,6 +605,7 @@ fn check_nonempty(ax: &Axes) -> Result<()> {
         ("tp_overlap", ax.tp_overlap.len()),
         ("order", ax.order.len()),
         ("flash_attention", ax.flash.len()),
+        ("account_for_ends", ax.ends.len()),
         ("precision", ax.precision.len()),
     ];
     match lens.iter().find(|(_, n)| *n == 0) {

@@ -89,6 +89,10 @@ pub struct PlanValue {
     pub ep_dispatch: String,
     /// Local experts' GEMMs: "streams" or "fused".
     pub grouped_gemm: String,
+    /// The embedding counted as a layer of the pipeline split.
+    pub account_for_embedding: bool,
+    /// The output head and loss counted as a layer of the pipeline split.
+    pub account_for_loss: bool,
 }
 
 /// "gpipe", "1f1b", "interleaved", "dualpipe".
@@ -169,6 +173,8 @@ impl From<&Plan> for PlanValue {
                 crate::parallel::GroupedGemm::Fused => "fused",
             }
             .into(),
+            account_for_embedding: p.account_for_embedding,
+            account_for_loss: p.account_for_loss,
         }
     }
 }

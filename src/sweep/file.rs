@@ -85,6 +85,8 @@ pub struct AxesFile {
     pub order: Option<Vec<String>>,
     /// Flash attention values.
     pub flash_attention: Option<Vec<bool>>,
+    /// Embedding and loss as pipeline layers: values.
+    pub account_for_ends: Option<Vec<bool>>,
     /// Context-parallel degrees.
     pub cp: Option<Vec<u32>>,
     /// Context-parallel kinds: "ring", "a2a".

@@ -43,6 +43,10 @@ pub struct Axes {
     pub seq_len: Vec<u32>,
     /// (precision, FP8 recipe); a precision the device lacks is counted as invalid.
     pub precision: Vec<(Precision, Fp8Recipe)>,
+    /// Whether the embedding and the loss count as one layer each of the pipeline split
+    /// (Megatron-LM `account_for_{embedding,loss}_in_pipeline_split`): uneven first and
+    /// last stages that carry the ends. Only plans with pp > 1 take `true`.
+    pub ends: Vec<bool>,
     /// Expert tensor-parallel degrees; empty means etp = tp, and for MoE models also
     /// etp = 1 (see [`default_etp`]).
     pub etp: Vec<u32>,
@@ -101,6 +105,7 @@ impl Axes {
             seq_len: Vec::new(),
             precision: vec![(Precision::Bf16, Fp8Recipe::Delayed)],
             etp: Vec::new(),
+            ends: vec![false, true],
             micro_batch: vec![1, 2, 4, 8, 16],
             schedules: vec![
                 (Schedule::Gpipe, 1),
@@ -194,6 +199,7 @@ pub fn count_configs(model: &Model, axes: &Axes) -> u64 {
     let extra = extras(axes, model.transformer().map(|t| t.s as u32), is_moe(model)).len();
     let per_plan = u128::from(axes.knob_count())
         * axes.micro_batch.len() as u128
+        * axes.ends.len().max(1) as u128
         * axes.schedules.len() as u128
         * extra as u128;
     let systems = axes.networks.len().max(1) as u128 * axes.hardware.count().max(1) as u128;
@@ -300,12 +306,21 @@ impl Grid {
                     }
                     for (&ep, x) in eps.iter().flat_map(|e| extras.iter().map(move |x| (e, x))) {
                         let ((cp, cp_kind), seq, (precision, fp8_recipe), etp) = *x;
-                        for &mb in &axes.micro_batch {
+                        let ends_axis = axes
+                            .micro_batch
+                            .iter()
+                            .flat_map(|&mb| axes.ends.iter().map(move |&ends| (mb, ends)));
+                        for (mb, ends) in ends_axis {
                             for (k, &(schedule, v)) in axes.schedules.iter().enumerate() {
                                 total += knobs;
                                 // One stage has no pipeline: every schedule is the same run.
                                 if pp == 1 && k != single_stage {
                                     invalid.add(REDUNDANT_SCHEDULE, knobs);
+                                    continue;
+                                }
+                                // A single stage has no split to make uneven.
+                                if pp == 1 && ends {
+                                    invalid.add(REDUNDANT_ENDS, knobs);
                                     continue;
                                 }
                                 // The default ETP 1 of a MoE model is etp = tp when tp = 1.
@@ -345,9 +360,22 @@ impl Grid {
                                     ep_dispatch: axes.ep_dispatch,
                                     grouped_gemm: axes.grouped_gemm,
                                     memory_reserve: axes.memory_reserve,
+                                    account_for_embedding: ends,
+                                    account_for_loss: ends,
                                     ..PlanSpec::default()
                                 };
                                 match estimate::plan(model, sys, &spec) {
+                                    // The ends as layers may split the layers as the plain
+                                    // split does (Llama 3 405B on 8 stages: 15, 16 × 6, 15
+                                    // either way): the same plan twice.
+                                    Ok(plan)
+                                        if ends
+                                            && same_split_without_ends(
+                                                model, sys, &spec, &plan,
+                                            ) =>
+                                    {
+                                        invalid.add(REDUNDANT_ENDS, knobs)
+                                    }
                                     Ok(plan) => structural.push(Structural { plan, system: si }),
                                     Err(e) => invalid.add(&reason(&e), knobs),
                                 }
@@ -506,6 +534,20 @@ fn extras(a: &Axes, model_seq: Option<u32>, moe: bool) -> Vec<Extra> {
         }
     }
     out
+}
+
+/// Reason counted for the embedding and loss as pipeline layers when they change nothing.
+const REDUNDANT_ENDS: &str = "redundant: the embedding and loss as pipeline layers split the layers as the plain split does (or pp = 1)";
+
+/// Whether `plan` (built from `spec` with the ends as layers) splits its layers over the
+/// stages exactly as the plain split of the same plan does.
+fn same_split_without_ends(model: &Model, sys: &System, spec: &PlanSpec, plan: &Plan) -> bool {
+    let plain = PlanSpec {
+        account_for_embedding: false,
+        account_for_loss: false,
+        ..spec.clone()
+    };
+    estimate::plan(model, sys, &plain).is_ok_and(|p| p.stages == plan.stages)
 }
 
 /// Reason counted for the default ETP 1 of a plan with TP 1 (the same plan as etp = tp).

@@ -200,7 +200,7 @@ fn int(v: u32) -> Cell {
 
 /// The ranked tables' columns, in order. Every plan field a sweep can vary has one, so a
 /// table shows whatever separates its rows.
-const COLS: [Col; 28] = [
+const COLS: [Col; 29] = [
     Col {
         key: "rank",
         header: "#",
@@ -277,6 +277,12 @@ const COLS: [Col; 28] = [
         key: "plan.fp8_recipe",
         header: "fp8 recipe",
         cell: |r| Cell::text(r.plan.fp8_recipe.clone()),
+        show: Show::Varies,
+    },
+    Col {
+        key: "plan.account_for_loss",
+        header: "ends as layers",
+        cell: |r| Cell::text(if r.plan.account_for_loss { "yes" } else { "no" }.to_string()),
         show: Show::Varies,
     },
     Col {
