@@ -131,6 +131,10 @@ pub struct PlanSpec {
     pub order: Order,
     /// How MoE tokens are dispatched.
     pub ep_dispatch: EpDispatch,
+    /// What leaves HBM for a slower memory tier (`crate::offload`): "optimizer",
+    /// "zero-offload", "zero-infinity", …; default none.
+    #[serde(skip_serializing_if = "crate::offload::Offload::is_none")]
+    pub offload: crate::offload::Offload,
 }
 
 impl Default for PlanSpec {
@@ -175,6 +179,7 @@ impl Default for PlanSpec {
             flash_attention: false,
             order: Order::TpDpPp,
             ep_dispatch: EpDispatch::Alltoall,
+            offload: crate::offload::Offload::NONE,
         }
     }
 }
@@ -281,6 +286,8 @@ pub struct Plan {
     pub order: Order,
     /// MoE token dispatch.
     pub ep_dispatch: EpDispatch,
+    /// Offload plan (`crate::offload`).
+    pub offload: crate::offload::Offload,
 }
 
 pub(crate) fn bad(key: &str, msg: String) -> Error {
@@ -543,7 +550,9 @@ impl Plan {
             flash_attention: s.flash_attention,
             order: s.order,
             ep_dispatch: s.ep_dispatch,
+            offload: s.offload,
         };
+        crate::offload::check_plan(&plan, model)?;
         let ends = u32::from(s.account_for_embedding) + u32::from(s.account_for_loss);
         plan.check_model(model, ends)?;
         Ok(plan)

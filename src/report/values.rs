@@ -87,6 +87,9 @@ pub struct PlanValue {
     pub order: String,
     /// MoE token dispatch: "alltoall" or "hierarchical".
     pub ep_dispatch: String,
+    /// Offload plan: "none", or the items offloaded with their tier, e.g.
+    /// "optimizer,gradients" or "optimizer:nvme,gradients,params:nvme" (docs/offload.md).
+    pub offload: String,
 }
 
 /// "gpipe", "1f1b", "interleaved", "dualpipe".
@@ -162,6 +165,7 @@ impl From<&Plan> for PlanValue {
                 crate::parallel::EpDispatch::Hierarchical => "hierarchical",
             }
             .into(),
+            offload: p.offload.name(),
         }
     }
 }

@@ -85,6 +85,8 @@ pub struct AxesFile {
     pub order: Option<Vec<String>>,
     /// Flash attention values.
     pub flash_attention: Option<Vec<bool>>,
+    /// Offload plans ("none", "optimizer", "zero-offload", "optimizer+activations", …).
+    pub offload: Option<Vec<String>>,
     /// Context-parallel degrees.
     pub cp: Option<Vec<u32>>,
     /// Context-parallel kinds: "ring", "a2a".
