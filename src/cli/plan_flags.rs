@@ -134,7 +134,7 @@ pub struct PlanFlags {
     /// Group order on the network: tp-dp-pp or tp-pp-dp.
     #[arg(long)]
     pub order: Option<String>,
-    /// Offload to slower memory tiers, comma list: optimizer[:nvme], gradients, params[:nvme], activations; aliases zero-offload (optimizer,gradients), zero-infinity[:host] (optimizer, gradients and params on NVMe), optimizer-cpu-offload, cpu-offloading (activations). Needs the system's [[memory_tiers]] (docs/offload.md).
+    /// Offload to slower memory tiers, comma list: optimizer (optimizer:nvme), gradients, params (params:nvme), activations; aliases zero-offload (optimizer,gradients), zero-infinity (optimizer, gradients and params on NVMe; zero-infinity:host on the host), optimizer-cpu-offload, cpu-offloading (activations). Needs the system file's memory_tiers (docs/offload.md).
     #[arg(long, value_name = "ITEMS")]
     pub offload: Option<String>,
     /// MoE token dispatch: alltoall (Megatron-core's alltoall dispatcher) or hierarchical (DeepEP/HybridEP: once per node over the scale-out network, then NVLink forwarding).
