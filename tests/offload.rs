@@ -186,23 +186,10 @@ fn llama3_70b_fits_on_one_h100_node_with_optimizer_offload() {
         max_relative = 0.01
     );
     // The table names the offload row.
-    let text = common::text(&[
-        "estimate",
-        LLAMA[0],
-        LLAMA[1],
-        LLAMA[2],
-        LLAMA[3],
-        "--gpus",
-        "8",
-        "--tp",
-        "8",
-        "--recompute",
-        "full",
-        "--global-batch",
-        "16",
-        "--offload",
-        "optimizer",
-    ]);
+    let mut t = vec!["estimate"];
+    t.extend_from_slice(&LLAMA);
+    t.extend_from_slice(&["--offload", "optimizer"]);
+    let text = common::text(&t);
     assert!(
         text.contains("offload transfers (exposed; optimizer)"),
         "{text}"
