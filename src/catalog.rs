@@ -120,6 +120,9 @@ pub const MODELS: &[Entry] = embed!("models":
     "bert-large",
     "dlrm",
     "resnet50",
+    "zero-offload-10b",
+    "zero-offload-13b",
+    "zero-infinity-1t",
 );
 
 /// Built-in devices.
@@ -149,6 +152,8 @@ pub const SYSTEMS: &[Entry] = embed!("presets/systems":
     "gb200-nvl72",
     "gb300-nvl72",
     "tpu-v4",
+    "dgx-2",
+    "v100-single",
 );
 
 /// Names of the built-in entries of `kind`, in catalog order.

@@ -97,8 +97,11 @@ pub struct Times {
     pub interference: Seconds,
     /// Communication per [`CommClass`].
     pub comm: [Comm; 6],
-    /// Iteration time: the sum of compute, interference, exposed communication, bubble and
-    /// optimizer.
+    /// Offload transfers and the CPU optimizer step (`crate::offload`); zero without an
+    /// offload plan. Its exposed transfers join the total.
+    pub offload: crate::offload::Cost,
+    /// Iteration time: the sum of compute, interference, exposed communication, bubble,
+    /// optimizer and exposed offload transfers.
     pub total: Seconds,
 }
 
@@ -434,8 +437,14 @@ pub(crate) fn finish(
 ) -> (Times, Metrics) {
     let (peak, peak_plan) = peaks;
     let exposed: Seconds = t.comm.iter().map(|c| c.exposed).sum();
-    t.total =
-        t.forward + t.backward + t.recompute + t.optimizer + t.bubble + t.interference + exposed;
+    t.total = t.forward
+        + t.backward
+        + t.recompute
+        + t.optimizer
+        + t.bubble
+        + t.interference
+        + exposed
+        + t.offload.exposed();
     let secs = t.total.get();
     let denom = secs * peak * plan.gpus as f64;
     let m = Metrics {

@@ -25,6 +25,7 @@ pub mod limits;
 pub mod memory;
 pub mod model;
 pub mod network;
+pub mod offload;
 pub mod parallel;
 pub mod plot;
 #[cfg(feature = "python")]

@@ -27,8 +27,15 @@ pub struct Memory {
     /// Capacity set aside for the CUDA context, communication buffers, workspaces and
     /// fragmentation ([`crate::compute::Device::memory_reserve`]).
     pub reserve: Bytes,
-    /// `total + reserve ≤ capacity`.
+    /// `total + reserve ≤ capacity` (and, with an offload plan, each tier's bytes within
+    /// its share).
     pub fits: bool,
+    /// Bytes this device keeps in host memory and on NVMe (offload plans, `crate::offload`).
+    pub host: Bytes,
+    /// See `host`.
+    pub nvme: Bytes,
+    /// The host or NVMe bytes exceed this device's share of the tier.
+    pub tier_overflow: bool,
 }
 
 impl Memory {
@@ -51,14 +58,29 @@ impl Memory {
             capacity,
             reserve,
             fits: total + reserve.get() <= capacity.get(),
+            host: Bytes::ZERO,
+            nvme: Bytes::ZERO,
+            tier_overflow: false,
         }
+    }
+
+    /// The offload hook: the bytes a plan keeps on the host and on NVMe, each checked
+    /// against this device's share of the tier (`None`: the system has no such tier, so
+    /// any bytes there do not fit).
+    pub fn with_tiers(mut self, host: f64, nvme: f64, caps: [Option<Bytes>; 2]) -> Memory {
+        let within = |b: f64, cap: Option<Bytes>| b <= 0.0 || cap.is_some_and(|c| b <= c.get());
+        self.host = Bytes::new(host);
+        self.nvme = Bytes::new(nvme);
+        self.tier_overflow = !(within(host, caps[0]) && within(nvme, caps[1]));
+        self.fits &= !self.tier_overflow;
+        self
     }
 
     /// The same use on a device of another capacity and reserve (sweeps over HBM sizes).
     pub fn on_capacity(mut self, capacity: Bytes, reserve: Bytes) -> Memory {
         self.capacity = capacity;
         self.reserve = reserve;
-        self.fits = self.total.get() + reserve.get() <= capacity.get();
+        self.fits = self.total.get() + reserve.get() <= capacity.get() && !self.tier_overflow;
         self
     }
 

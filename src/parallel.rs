@@ -134,6 +134,10 @@ pub struct PlanSpec {
     pub ep_dispatch: EpDispatch,
     /// How a rank runs its local experts' GEMMs.
     pub grouped_gemm: GroupedGemm,
+    /// What leaves HBM for a slower memory tier (`crate::offload`): "optimizer",
+    /// "zero-offload", "zero-infinity", …; default none.
+    #[serde(skip_serializing_if = "crate::offload::Offload::is_none")]
+    pub offload: crate::offload::Offload,
 }
 
 impl Default for PlanSpec {
@@ -179,6 +183,7 @@ impl Default for PlanSpec {
             order: Order::TpDpPp,
             ep_dispatch: EpDispatch::Alltoall,
             grouped_gemm: GroupedGemm::Streams,
+            offload: crate::offload::Offload::NONE,
         }
     }
 }
@@ -291,6 +296,8 @@ pub struct Plan {
     pub account_for_embedding: bool,
     /// The output head and loss counted as a layer of the pipeline split.
     pub account_for_loss: bool,
+    /// Offload plan (`crate::offload`).
+    pub offload: crate::offload::Offload,
 }
 
 pub(crate) fn bad(key: &str, msg: String) -> Error {
@@ -556,7 +563,9 @@ impl Plan {
             grouped_gemm: s.grouped_gemm,
             account_for_embedding: s.account_for_embedding,
             account_for_loss: s.account_for_loss,
+            offload: s.offload,
         };
+        crate::offload::check_plan(&plan, model)?;
         let ends = u32::from(s.account_for_embedding) + u32::from(s.account_for_loss);
         plan.check_model(model, ends)?;
         Ok(plan)

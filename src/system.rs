@@ -51,6 +51,10 @@ pub struct SystemSpec {
     /// `[calibration]`: global time factors fitted by `astrolabe calibrate step`.
     #[serde(default, skip_serializing_if = "CalibrationSpec::is_default")]
     pub calibration: CalibrationSpec,
+    /// `[[memory_tiers]]`: memory beyond HBM per device (host, NVMe, a remote pool), for
+    /// offload plans (`crate::offload`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub memory_tiers: Vec<crate::offload::TierSpec>,
 }
 
 fn one_dim() -> u32 {
@@ -282,6 +286,8 @@ pub struct System {
     pub collective: Options,
     /// Options of the data-parallel gradient reduction (`dp_algorithm` applied).
     pub dp_collective: Options,
+    /// Memory tiers beyond HBM, per device (from `[[memory_tiers]]`).
+    pub tiers: crate::offload::Tiers,
 }
 
 impl System {
@@ -292,7 +298,10 @@ impl System {
         spec.calibration
             .apply(&mut device, &mut topology)
             .map_err(|e| e.context(format!("system '{}'", spec.name)))?;
+        let tiers = crate::offload::Tiers::from_specs(&spec.memory_tiers)
+            .map_err(|e| e.context(format!("system '{}'", spec.name)))?;
         Ok(System {
+            tiers,
             collective: spec.collective.options(),
             dp_collective: spec.collective.dp_options(),
             spec,

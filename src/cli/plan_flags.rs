@@ -134,6 +134,9 @@ pub struct PlanFlags {
     /// Group order on the network: tp-dp-pp or tp-pp-dp.
     #[arg(long)]
     pub order: Option<String>,
+    /// Offload to slower memory tiers, comma list: optimizer (optimizer:nvme), gradients, params (params:nvme), activations; aliases zero-offload (optimizer,gradients), zero-infinity (optimizer, gradients and params on NVMe; zero-infinity:host on the host), optimizer-cpu-offload, cpu-offloading (activations). Needs the system file's memory_tiers (docs/offload.md).
+    #[arg(long, value_name = "ITEMS")]
+    pub offload: Option<String>,
     /// MoE token dispatch: alltoall (Megatron-core's alltoall dispatcher) or hierarchical (DeepEP/HybridEP: once per node over the scale-out network, then NVLink forwarding).
     #[arg(long, value_name = "KIND")]
     pub ep_dispatch: Option<String>,
@@ -238,6 +241,9 @@ impl PlanFlags {
         if let Some(s) = &self.grouped_gemm {
             p.grouped_gemm = parse_enum("--grouped-gemm", s, &["streams", "fused"])?;
         }
+        if let Some(s) = &self.offload {
+            p.offload = crate::offload::Offload::parse(s, "--offload")?;
+        }
         if let Some(s) = &self.order {
             p.order = parse_enum::<Order>("--order", s, &["tp-dp-pp", "tp-pp-dp"])?;
         }
@@ -301,6 +307,7 @@ impl PlanFlags {
             ("cp_kind", &self.cp_kind),
             ("fp8_recipe", &self.fp8_recipe),
             ("lora_targets", &self.lora_targets),
+            ("offload", &self.offload),
         ] {
             if let Some(v) = v {
                 t.insert(k.into(), Value::String(v.clone()));

@@ -98,6 +98,9 @@ pub struct SweepArgs {
     /// Group orders: tp-dp-pp, tp-pp-dp.
     #[arg(long, value_delimiter = ',')]
     pub order: Vec<String>,
+    /// Offload plans as an axis, comma-separated, items of one plan joined by '+': none, optimizer, zero-offload, zero-infinity, optimizer+activations, … (default: none; docs/offload.md).
+    #[arg(long, value_delimiter = ',', value_name = "PLANS")]
+    pub offload: Vec<String>,
     /// Flash attention values (default: true, today's practice).
     #[arg(long, value_delimiter = ',', value_name = "BOOLS", num_args = 0..=1, default_missing_value = "true")]
     pub flash_attention: Vec<bool>,
@@ -348,6 +351,12 @@ fn build_axes(a: &SweepArgs, f: &SweepFile, system: &crate::system::System) -> R
         }
     }
     extra_axes(a, fa, &mut ax)?;
+    if let Some(v) = pick(&a.offload, &fa.offload) {
+        ax.offload = v
+            .iter()
+            .map(|s| crate::offload::Offload::parse(s, "--offload"))
+            .collect::<Result<_>>()?;
+    }
     if let Some(z) = ax.zero.iter().find(|&&z| z > 3) {
         return Err(Error::input(
             "--zero",
@@ -606,6 +615,7 @@ fn check_nonempty(ax: &Axes) -> Result<()> {
         ("order", ax.order.len()),
         ("flash_attention", ax.flash.len()),
         ("account_for_ends", ax.ends.len()),
+        ("offload", ax.offload.len()),
         ("precision", ax.precision.len()),
     ];
     match lens.iter().find(|(_, n)| *n == 0) {

@@ -176,6 +176,20 @@ pub fn time_table(r: &EstimateResult) -> Result<Table> {
             share(x.exposed_s),
         ])?;
     }
+    if let Some(o) = &r.time_breakdown.offload {
+        let moved = o.params_fetch_bytes
+            + 2.0 * o.activations_bytes
+            + o.grads_stream_bytes
+            + o.grads_step_bytes
+            + o.params_step_bytes;
+        t.push(vec![
+            Cell::text(format!("offload transfers (exposed; {})", o.plan)),
+            secs(o.exposed_s),
+            secs(o.hidden_s),
+            Cell::q(Bytes::new(moved), moved),
+            share(o.exposed_s),
+        ])?;
+    }
     t.push(vec![
         Cell::text("total per iteration"),
         secs(total),

@@ -23,6 +23,7 @@ mod hsdp;
 mod layer;
 mod lora;
 mod lowp;
+mod offload;
 mod state;
 mod tp;
 
@@ -417,6 +418,18 @@ pub(super) fn evaluate<T: Trace>(
             times.optimizer
         )
     });
+    let off = if plan.offload.any() {
+        Some(offload::time(
+            &c,
+            &sys.tiers,
+            &worst,
+            (params, trainable),
+            &mut times,
+            tr,
+        )?)
+    } else {
+        None
+    };
     let (times, metrics) = finish(
         times,
         flops(m, plan),
@@ -424,7 +437,10 @@ pub(super) fn evaluate<T: Trace>(
         plan,
         m.s,
     );
-    let memory = stage_memory(&c, params, trainable, plan);
+    let mut memory = stage_memory(&c, params, trainable, plan);
+    if let Some(x) = &off {
+        memory = offload::memory(&c, &sys.tiers, x, &times.offload, memory);
+    }
     explain_summary(&c, st.total, st.slow, &times, &metrics, &memory, tr);
     let groups = [&place.tp, &place.ep, &place.dp, &place.pp].map(GroupDims::from);
     Ok(Estimate {
@@ -739,13 +755,15 @@ fn explain_summary<T: Trace>(
     let (plan, m) = (c.plan, c.m);
     tr.line(|| {
         format!(
-            "iteration = m·T_stage + bubble + optimizer + exposed PP + exposed DP + DP/PP interference = {}·{stage} + {} + {} + {} + {} + {} = {}",
+            "iteration = m·T_stage + bubble + optimizer + exposed PP + exposed DP + DP/PP interference{} = {}·{stage} + {} + {} + {} + {} + {}{} = {}",
+            if plan.offload.any() { " + exposed offload" } else { "" },
             plan.micro_batches,
             t.bubble,
             t.optimizer,
             t.comm[CommClass::Pp as usize].exposed,
             t.comm[CommClass::Dp as usize].exposed,
             t.interference - stage_slow * plan.micro_batches as f64,
+            if plan.offload.any() { format!(" + {}", t.offload.exposed()) } else { String::new() },
             t.total
         )
     });

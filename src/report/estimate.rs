@@ -91,6 +91,56 @@ pub struct TimeBreakdown {
     pub bubble_fraction: f64,
     /// Communication per parallelism class.
     pub communication: Communication,
+    /// Offload transfers and where the state lives (only with an offload plan).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub offload: Option<OffloadValue>,
+}
+
+/// An offload plan's cost per iteration and the bytes it keeps off HBM (docs/offload.md).
+#[derive(Clone, Debug, Serialize, JsonSchema)]
+pub struct OffloadValue {
+    /// The plan: "optimizer,gradients", "optimizer:nvme,gradients,params:nvme", ….
+    pub plan: String,
+    /// Transfers on the critical path, seconds (part of the iteration time).
+    pub exposed_s: f64,
+    /// Transfers hidden under compute, seconds.
+    pub hidden_s: f64,
+    /// The CPU optimizer step, seconds (the `optimizer_s` of an offloaded optimizer).
+    pub cpu_optimizer_s: f64,
+    /// Bytes moved per device per iteration: parameter fetches, activations (each way),
+    /// streamed gradients, gradients at the step, parameters after the step.
+    pub params_fetch_bytes: f64,
+    /// See `params_fetch_bytes`.
+    pub activations_bytes: f64,
+    /// See `params_fetch_bytes`.
+    pub grads_stream_bytes: f64,
+    /// See `params_fetch_bytes`.
+    pub grads_step_bytes: f64,
+    /// See `params_fetch_bytes`.
+    pub params_step_bytes: f64,
+    /// Bytes per device held in host memory.
+    pub host_bytes: f64,
+    /// Bytes per device held on NVMe.
+    pub nvme_bytes: f64,
+}
+
+impl OffloadValue {
+    /// The value of an estimate's offload cost (`None` without an offload plan).
+    pub fn of(c: &crate::offload::Cost) -> Option<OffloadValue> {
+        c.plan.any().then(|| OffloadValue {
+            plan: c.plan.name(),
+            exposed_s: c.exposed().get(),
+            hidden_s: c.hidden().get(),
+            cpu_optimizer_s: c.cpu_step.get(),
+            params_fetch_bytes: c.params_fetch.bytes,
+            activations_bytes: c.activations.bytes,
+            grads_stream_bytes: c.grads_stream.bytes,
+            grads_step_bytes: c.grads_step.bytes,
+            params_step_bytes: c.params_step.bytes,
+            host_bytes: c.host_bytes,
+            nvme_bytes: c.nvme_bytes,
+        })
+    }
 }
 
 /// Communication per class.
@@ -251,6 +301,7 @@ impl EstimateResult {
                     dp: c(CommClass::Dp),
                     cp: c(CommClass::Cp),
                 },
+                offload: OffloadValue::of(&t.offload),
             },
             memory_breakdown: MemoryBreakdown {
                 weights_bytes: m.weights.get(),
@@ -333,6 +384,14 @@ impl EstimateResult {
                 time_s: c.exposed_s,
                 hidden_s: Some(c.hidden_s),
                 bytes_per_device: Some(c.bytes_per_device),
+            })?);
+        }
+        if let Some(o) = &tb.offload {
+            time.push(record(&TimeRow {
+                component: "offload_transfers",
+                time_s: o.exposed_s,
+                hidden_s: Some(o.hidden_s),
+                bytes_per_device: None,
             })?);
         }
         let mb = &self.memory_breakdown;

@@ -93,6 +93,9 @@ pub struct PlanValue {
     pub account_for_embedding: bool,
     /// The output head and loss counted as a layer of the pipeline split.
     pub account_for_loss: bool,
+    /// Offload plan: "none", or the items offloaded with their tier, e.g.
+    /// "optimizer,gradients" or "optimizer:nvme,gradients,params:nvme" (docs/offload.md).
+    pub offload: String,
 }
 
 /// "gpipe", "1f1b", "interleaved", "dualpipe".
@@ -175,6 +178,7 @@ impl From<&Plan> for PlanValue {
             .into(),
             account_for_embedding: p.account_for_embedding,
             account_for_loss: p.account_for_loss,
+            offload: p.offload.name(),
         }
     }
 }

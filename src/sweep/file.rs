@@ -87,6 +87,8 @@ pub struct AxesFile {
     pub flash_attention: Option<Vec<bool>>,
     /// Embedding and loss as pipeline layers: values.
     pub account_for_ends: Option<Vec<bool>>,
+    /// Offload plans ("none", "optimizer", "zero-offload", "optimizer+activations", …).
+    pub offload: Option<Vec<String>>,
     /// Context-parallel degrees.
     pub cp: Option<Vec<u32>>,
     /// Context-parallel kinds: "ring", "a2a".

@@ -68,6 +68,8 @@ pub struct Axes {
     pub order: Vec<Order>,
     /// Flash attention off/on.
     pub flash: Vec<bool>,
+    /// Offload plans (`crate::offload`); default: none only (the axis is off).
+    pub offload: Vec<crate::offload::Offload>,
     /// Hardware axes (system parameters) beside the plan axes; empty: the system as is.
     pub hardware: super::hardware::HardwareAxes,
     /// How ZeRO-3 runs in every plan with `zero = 3` (a setting, not an axis).
@@ -123,6 +125,7 @@ impl Axes {
             tp_overlap: vec![true],
             order: vec![Order::TpDpPp, Order::TpPpDp],
             flash: vec![true],
+            offload: vec![crate::offload::Offload::NONE],
             hardware: super::hardware::HardwareAxes::default(),
             zero3_impl: Zero3Impl::default(),
             tp_bwd_overlap: true,
@@ -143,6 +146,7 @@ impl Axes {
             self.tp_overlap.len(),
             self.order.len(),
             self.flash.len(),
+            self.offload.len(),
         ]
         .iter()
         .map(|&n| n as u64)
@@ -449,6 +453,7 @@ impl Grid {
         p.tp_overlap = a.tp_overlap[next(a.tp_overlap.len())];
         p.order = a.order[next(a.order.len())];
         p.flash_attention = a.flash[next(a.flash.len())];
+        p.offload = a.offload[next(a.offload.len())];
         p.sp = sp && p.tp > 1;
         // A knob with no effect on this plan keeps only its first listed value.
         let groups = (p.dp > 1) as u32 + (p.pp > 1) as u32;
@@ -459,7 +464,9 @@ impl Grid {
             || (p.flash_attention
                 && p.recompute != canonical_light_recompute(&a.recompute, p.recompute))
             // ZeRO-2 with a pipeline runs in no framework (`Plan::new` refuses it).
-            || (p.zero == 2 && p.pp > 1);
+            || (p.zero == 2 && p.pp > 1)
+            // Parameter offload is a ZeRO-3 feature (`offload::check_plan`).
+            || (p.offload.params.off() && p.zero != 3);
         (!redundant).then_some((p, s.system))
     }
 }

@@ -200,7 +200,7 @@ fn int(v: u32) -> Cell {
 
 /// The ranked tables' columns, in order. Every plan field a sweep can vary has one, so a
 /// table shows whatever separates its rows.
-const COLS: [Col; 29] = [
+const COLS: [Col; 30] = [
     Col {
         key: "rank",
         header: "#",
@@ -334,6 +334,12 @@ const COLS: [Col; 29] = [
         key: "plan.order",
         header: "order",
         cell: |r| Cell::text(r.plan.order.clone()),
+        show: Show::Varies,
+    },
+    Col {
+        key: "plan.offload",
+        header: "offload",
+        cell: |r| Cell::text(r.plan.offload.clone()),
         show: Show::Varies,
     },
     Col {

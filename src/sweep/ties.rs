@@ -20,7 +20,7 @@ use std::collections::HashMap;
 /// Whether two plans differ in one knob.
 type Differs = fn(&Plan, &Plan) -> bool;
 
-const KNOBS: [(&str, Differs); 7] = [
+const KNOBS: [(&str, Differs); 8] = [
     ("zero", |a, b| a.zero != b.zero),
     ("recompute", |a, b| a.recompute != b.recompute),
     ("sequence_parallel", |a, b| a.sp != b.sp),
@@ -30,6 +30,7 @@ const KNOBS: [(&str, Differs); 7] = [
     ("flash_attention", |a, b| {
         a.flash_attention != b.flash_attention
     }),
+    ("offload", |a, b| a.offload != b.offload),
 ];
 
 type Class = <Hit as Distinct>::Class;
