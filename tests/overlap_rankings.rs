@@ -268,6 +268,14 @@ fn llama3_405b_on_8192_h100_keeps_tp_in_the_node() {
     tp_in_node_and_published_within_10_percent("dgx-h100", "llama3-405b", 8192, 2048, (8, 16));
 }
 
+#[test]
+fn megatron_1t_on_3072_a100_published_shape_within_10_percent() {
+    // Narayanan et al. SC'21 Table 1: the 1T model on 3,072 A100 with TP 8 × PP 64 at batch
+    // 3,072; the default grid's best is TP 8 × PP 16 × VP 8, and the published shape (its
+    // best schedule and knobs) must stay within 10 % of it.
+    tp_in_node_and_published_within_10_percent("dgx-a100", "megatron-2021-1t", 3072, 3072, (8, 64));
+}
+
 /// The default sweep's best plan keeps TP inside one node, and the published plan
 /// `(tp, pp)` is within 10% of its time.
 fn tp_in_node_and_published_within_10_percent(
