@@ -218,6 +218,27 @@ fn zero2_reduces_the_gradient_after_every_micro_batch() {
         (m - 1.0) * g,
         max_relative = 1e-9
     );
+    // Absolute: the m reductions and the distributed optimizer's parameter all-gather of
+    // the bf16 weights (2·P = G bytes, the same volume and cost as one reduction with zero
+    // latency) hidden under the first forward, which it slows by κ·gather.
+    assert_relative_eq!(d2.bytes.get(), m * g + g, max_relative = 1e-9);
+    assert_relative_eq!(d2.exposed.get(), m * exposed, max_relative = 1e-6);
+    assert_relative_eq!(
+        z2.time.interference.get(),
+        m * slow + KAPPA * reduce,
+        max_relative = 1e-6
+    );
+    // Without DP overlap all of it is exposed: m reductions and the gather.
+    let off = run(
+        "llama2-7b",
+        &sys,
+        PlanSpec {
+            dp_overlap: false,
+            ..spec(2)
+        },
+    );
+    let d = off.time.class(CommClass::Dp);
+    assert_relative_eq!(d.exposed.get(), m * reduce + reduce, max_relative = 1e-6);
 }
 
 #[test]
