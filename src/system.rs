@@ -63,9 +63,9 @@ fn is_one_dim(n: &u32) -> bool {
 
 /// `[calibration]` table of a system: measured-over-modelled time factors, fitted by
 /// `astrolabe calibrate step` (`crate::calibrate::step`). `compute` multiplies every
-/// kernel's time (the device's GEMM, attention and memory efficiencies are divided by it
-/// and its kernel overhead multiplied: t = F/(peak·e) + o and t = M/(bw·e) + o scale
-/// exactly); `communication` multiplies every collective's time (each dimension's
+/// kernel's time (the device's GEMM efficiencies, 16-bit and low-precision, its fused
+/// attention and memory efficiencies are divided by it and its kernel overhead
+/// multiplied: t = F/(peak·e) + o and t = M/(bw·e) + o scale exactly); `communication` multiplies every collective's time (each dimension's
 /// bandwidth is divided by it and its latency multiplied: t = s·α + c·n/B scales exactly).
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -112,6 +112,9 @@ impl CalibrationSpec {
         }
         let e = &mut device.spec.efficiency;
         e.gemm /= self.compute;
+        e.gemm_lowp = e.gemm_lowp.map(|l| l / self.compute);
+        e.flash_fwd /= self.compute;
+        e.flash_bwd /= self.compute;
         e.memory /= self.compute;
         e.kernel_overhead = e.kernel_overhead * self.compute;
         for d in topology.dims_mut() {
