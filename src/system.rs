@@ -51,6 +51,15 @@ pub struct SystemSpec {
     /// `[calibration]`: global time factors fitted by `astrolabe calibrate step`.
     #[serde(default, skip_serializing_if = "CalibrationSpec::is_default")]
     pub calibration: CalibrationSpec,
+    /// Price of one device-hour (any currency; a finite number ≥ 0) for the cost rows of
+    /// `astrolabe compare`; a `--gpu-hour-price` flag or a scenario's `gpu_hour_price`
+    /// overrides it.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "de::price"
+    )]
+    pub gpu_hour_price: Option<f64>,
 }
 
 fn one_dim() -> u32 {
@@ -265,6 +274,16 @@ mod de {
         ) -> std::result::Result<Option<Algorithm>, D::Error> {
             parse(String::deserialize(d)?, "collective.dp_algorithm").map(Some)
         }
+    }
+
+    pub fn price<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<Option<f64>, D::Error> {
+        let p = f64::deserialize(d)?;
+        if !(p >= 0.0 && p.is_finite()) {
+            return Err(D::Error::custom(format!(
+                "gpu_hour_price must be a finite number ≥ 0 (a price per device-hour), got {p}"
+            )));
+        }
+        Ok(Some(p + 0.0))
     }
 
     fn parse<E: serde::de::Error>(s: String, key: &str) -> std::result::Result<Algorithm, E> {
