@@ -55,6 +55,15 @@ pub struct SystemSpec {
     /// offload plans (`crate::offload`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub memory_tiers: Vec<crate::offload::TierSpec>,
+    /// Price of one device-hour (any currency; a finite number ≥ 0) for the cost rows of
+    /// `astrolabe compare`; a `--gpu-hour-price` flag or a scenario's `gpu_hour_price`
+    /// overrides it.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "de::price"
+    )]
+    pub gpu_hour_price: Option<f64>,
 }
 
 fn one_dim() -> u32 {
@@ -67,9 +76,9 @@ fn is_one_dim(n: &u32) -> bool {
 
 /// `[calibration]` table of a system: measured-over-modelled time factors, fitted by
 /// `astrolabe calibrate step` (`crate::calibrate::step`). `compute` multiplies every
-/// kernel's time (the device's GEMM, attention and memory efficiencies are divided by it
-/// and its kernel overhead multiplied: t = F/(peak·e) + o and t = M/(bw·e) + o scale
-/// exactly); `communication` multiplies every collective's time (each dimension's
+/// kernel's time (the device's GEMM efficiencies, 16-bit and low-precision, its fused
+/// attention and memory efficiencies are divided by it and its kernel overhead
+/// multiplied: t = F/(peak·e) + o and t = M/(bw·e) + o scale exactly); `communication` multiplies every collective's time (each dimension's
 /// bandwidth is divided by it and its latency multiplied: t = s·α + c·n/B scales exactly).
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -116,6 +125,9 @@ impl CalibrationSpec {
         }
         let e = &mut device.spec.efficiency;
         e.gemm /= self.compute;
+        e.gemm_lowp = e.gemm_lowp.map(|l| l / self.compute);
+        e.flash_fwd /= self.compute;
+        e.flash_bwd /= self.compute;
         e.memory /= self.compute;
         e.kernel_overhead = e.kernel_overhead * self.compute;
         for d in topology.dims_mut() {
@@ -266,6 +278,16 @@ mod de {
         ) -> std::result::Result<Option<Algorithm>, D::Error> {
             parse(String::deserialize(d)?, "collective.dp_algorithm").map(Some)
         }
+    }
+
+    pub fn price<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<Option<f64>, D::Error> {
+        let p = f64::deserialize(d)?;
+        if !(p >= 0.0 && p.is_finite()) {
+            return Err(D::Error::custom(format!(
+                "gpu_hour_price must be a finite number ≥ 0 (a price per device-hour), got {p}"
+            )));
+        }
+        Ok(Some(p + 0.0))
     }
 
     fn parse<E: serde::de::Error>(s: String, key: &str) -> std::result::Result<Algorithm, E> {

@@ -223,6 +223,12 @@ fn zero2_reduces_the_gradient_after_every_micro_batch() {
     // latency) hidden under the first forward, which it slows by κ·gather.
     assert_relative_eq!(d2.bytes.get(), m * g + g, max_relative = 1e-9);
     assert_relative_eq!(d2.exposed.get(), m * exposed, max_relative = 1e-6);
+    // What is not exposed is hidden: m reductions and one gather in all.
+    assert_relative_eq!(
+        d2.hidden.get(),
+        m * reduce + reduce - m * exposed,
+        max_relative = 1e-6
+    );
     assert_relative_eq!(
         z2.time.interference.get(),
         m * slow + KAPPA * reduce,

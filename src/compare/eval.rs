@@ -166,6 +166,8 @@ impl Scenario {
         }
         let plan = estimate::plan(&model, &system, &pspec)?;
         let estimate = estimate::evaluate(&model, &system, &plan)?;
+        // A flag's or the scenario's price, else the system file's own.
+        let price = price.or(system.spec.gpu_hour_price);
         if let Some(p) = price
             && !(p >= 0.0 && p.is_finite())
         {

@@ -1,0 +1,192 @@
+//! The MoE and context-parallel communication terms against the textbook α-β costs worked
+//! out by hand: expert-parallel dispatch and combine (flat and hierarchical), their
+//! overlap with another micro-batch, and the context-parallel exchanges (ring: key/value
+//! blocks point to point; Ulysses: all-to-alls). Each class's exposed + hidden time is the
+//! sum of its collectives, whatever the windows hide, so these tests pin the terms
+//! themselves (`tests/overlap.rs` checks the windows); each fails if its term changes by
+//! 5%. (Flat dispatch on the DGX H100 preset is also in `tests/moe_frontier.rs`.)
+
+mod terms_support;
+
+use astrolabe::catalog;
+use astrolabe::estimate::{CommClass, Estimate};
+use astrolabe::parallel::{CpKind, EpDispatch, PlanSpec};
+use terms_support::{H, KAPPA, L, S, all_to_all, close, model, run, send, system};
+
+fn class_total(e: &Estimate, c: CommClass) -> f64 {
+    let x = e.time.class(c);
+    x.exposed.get() + x.hidden.get()
+}
+
+/// Mixtral 8x7B (Jiang et al. 2024): 32 layers, h 4096, s 4096, 8 experts, top-2, on 8
+/// GPUs = 2 nodes of 4 (400 GB/s, 2 µs inside, 50 GB/s, 5 µs across), TP 1, EP 8,
+/// m = 2 micro-batches of one sequence.
+fn mixtral(dispatch: EpDispatch) -> Estimate {
+    mixtral_on(
+        "switch(4, 400GB/s, 2us) x switch(2, 50GB/s, 5us)",
+        dispatch,
+        false,
+    )
+}
+
+/// [`mixtral`] on another network, DP overlap off.
+fn mixtral_on(net: &str, dispatch: EpDispatch, ep_overlap: bool) -> Estimate {
+    let sys = system(net);
+    let m = catalog::model("mixtral-8x7b").unwrap();
+    let plan = PlanSpec {
+        gpus: Some(8),
+        ep: 8,
+        micro_batch: 1,
+        global_batch: Some(16),
+        ep_dispatch: dispatch,
+        ep_overlap,
+        dp_overlap: false,
+        flash_attention: true,
+        ..PlanSpec::default()
+    };
+    run(&m, &sys, plan)
+}
+
+#[test]
+fn ep_dispatch_and_combine_flat() {
+    // Per layer and micro-batch: dispatch and combine forward, and both again backward:
+    // 4 all-to-alls of b·s·k·h bf16 = 4096·2·4096·2 B over the EP group. The group spans
+    // both dimensions; NCCL runs an all-to-all as one flat exchange whose inter-node share
+    // (1/2 of each rank's buffer leaves the node) bounds it, and the latency of the path is
+    // paid once per dimension: α₀ + α₁ + (p₁−1)/p₁ · n / B₁ with the NIC (50 GB/s) the
+    // bottleneck (the NVSwitch carries 3/8 of n at 400 GB/s: 8× less time).
+    let e = mixtral(EpDispatch::Alltoall);
+    let n = S * 2.0 * 2.0 * H * 2.0; // s = 4096 = 2·S
+    let a2a = 2e-6 + 5e-6 + 0.5 * n / 50e9;
+    let mb = e.plan.micro_batches as f64; // global batch 16 over DP 8
+    assert_eq!(mb, 2.0);
+    let want = mb * 32.0 * 4.0 * a2a;
+    close(
+        e.time.class(CommClass::Ep).exposed.get(),
+        want,
+        1e-9,
+        "EP exposed",
+    );
+    close(
+        e.time.class(CommClass::Ep).bytes.get(),
+        mb * 32.0 * 4.0 * n,
+        1e-12,
+        "EP bytes",
+    );
+}
+
+#[test]
+fn ep_hierarchical_dispatch_crosses_the_network_once_per_node() {
+    // DeepSeek-V3 §3.2.2 (DeepEP): each token crosses the scale-out network once per
+    // destination node, d = N·(1 − C(E − E/N, k)/C(E, k)) copies: 8 experts on N = 2
+    // nodes, k = 2: d = 2·(1 − C(4,2)/C(8,2)) = 2·(1 − 6/28) = 11/7; then it is forwarded
+    // to its k experts inside the node. The two all-to-alls are pipelined: max of
+    //   across: α₁ + (2−1)/2 · 4096·d·4096·2 B / 50 GB/s = 5 µs + 0.5·52.7 MB/50 GB/s
+    //   inside: α₀ + (4−1)/4 · 4096·2·4096·2 B / 400 GB/s = 2 µs + 0.75·67.1 MB/400 GB/s
+    // (across ≈ 532 µs, inside ≈ 128 µs), 4 per layer and micro-batch.
+    let e = mixtral(EpDispatch::Hierarchical);
+    let d = 2.0 * (1.0 - 6.0 / 28.0);
+    let tokens = 2.0 * S;
+    let across = all_to_all(tokens * d * H * 2.0, 2.0, 5e-6, 50e9);
+    let inside = all_to_all(tokens * 2.0 * H * 2.0, 4.0, 2e-6, 400e9);
+    assert!(across > 4.0 * inside);
+    let mb = e.plan.micro_batches as f64;
+    close(
+        e.time.class(CommClass::Ep).exposed.get(),
+        mb * 32.0 * 4.0 * across.max(inside),
+        1e-9,
+        "hierarchical EP exposed",
+    );
+}
+
+#[test]
+fn ep_overlap_hides_the_same_all_to_alls() {
+    // With Megatron-core's 1F1B all-to-all overlap the same 4 all-to-alls per layer run
+    // beside another micro-batch's compute G (forward + backward of a layer, ≈ 41 ms):
+    // exposed + hidden is still their sum. The 0.5 GB/s network makes them far longer
+    // (C = 2 × 134 ms > G·(1 + κ)), so the window hides G·(1 + κ) and slows G by κ·G
+    // (`windows::bulk`): hidden = (1 + κ)/κ · interference (DP overlap off: the EP window
+    // is the only interference).
+    let e = mixtral_on(
+        "switch(4, 400GB/s, 2us) x switch(2, 0.5GB/s, 5us)",
+        EpDispatch::Alltoall,
+        true,
+    );
+    let n = S * 2.0 * 2.0 * H * 2.0;
+    let a2a = 2e-6 + 5e-6 + 0.5 * n / 0.5e9;
+    let want = 2.0 * 32.0 * 4.0 * a2a;
+    close(
+        class_total(&e, CommClass::Ep),
+        want,
+        1e-9,
+        "EP exposed + hidden",
+    );
+    let x = e.time.class(CommClass::Ep);
+    close(
+        x.hidden.get(),
+        (1.0 + KAPPA) / KAPPA * e.time.interference.get(),
+        1e-9,
+        "EP hidden",
+    );
+    assert!(x.exposed.get() > 0.3 * want, "{x:?}");
+}
+
+/// The term-test model with context parallelism `cp` of `kind` on a 2-port switch
+/// (100 GB/s, 1 µs), m = 2 micro-batches.
+fn cp2(kind: CpKind) -> Estimate {
+    run(
+        &model(),
+        &system("switch(2, 100GB/s, 1us)"),
+        PlanSpec {
+            gpus: Some(2),
+            cp: 2,
+            cp_kind: kind,
+            micro_batch: 1,
+            global_batch: Some(2),
+            flash_attention: true,
+            ..PlanSpec::default()
+        },
+    )
+}
+
+#[test]
+fn cp_ring_passes_key_value_blocks_c_minus_1_times() {
+    // Ring attention (Liu et al. 2023; Megatron-LM p2p CP): each rank holds s/c = 1024
+    // tokens; forward sends its K and V block, b·(s/c)·kv·(d_k + d_v) bf16 = 1024·32·256·2
+    // B, c − 1 = 1 time; backward sends K, V and their gradients, twice the bytes. One
+    // send: α + n/B. Per micro-batch, 16 layers.
+    let e = cp2(CpKind::Ring);
+    let block = S / 2.0 * 32.0 * 256.0 * 2.0;
+    let per_layer = send(block, 1e-6, 100e9) + send(2.0 * block, 1e-6, 100e9);
+    close(
+        class_total(&e, CommClass::Cp),
+        2.0 * L * per_layer,
+        1e-9,
+        "CP ring exposed + hidden",
+    );
+    close(
+        e.time.class(CommClass::Cp).bytes.get(),
+        2.0 * L * 3.0 * block,
+        1e-12,
+        "CP ring bytes",
+    );
+}
+
+#[test]
+fn cp_all_to_all_exchanges_qkv_and_the_output() {
+    // Ulysses (Jacobs et al. 2023 §3.1): per pass, an all-to-all of Q, K, V (3h wide, MHA)
+    // and one of the attention output (h wide) for the rank's s/c = 1024 tokens, bf16:
+    // α + (c−1)/c · n/B each, exposed; forward and backward, 16 layers, 2 micro-batches.
+    let e = cp2(CpKind::A2a);
+    let tokens = S / 2.0;
+    let pass = all_to_all(tokens * 3.0 * H * 2.0, 2.0, 1e-6, 100e9)
+        + all_to_all(tokens * H * 2.0, 2.0, 1e-6, 100e9);
+    let cp = e.time.class(CommClass::Cp);
+    close(
+        cp.exposed.get(),
+        2.0 * L * 2.0 * pass,
+        1e-9,
+        "CP a2a exposed",
+    );
+    assert_eq!(cp.hidden.get(), 0.0);
+}

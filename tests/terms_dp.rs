@@ -1,0 +1,163 @@
+//! The data-parallel and optimizer terms against the textbook costs worked out by hand:
+//! the gradient reduction (all-reduce, or reduce-scatter plus the distributed optimizer's
+//! parameter all-gather) in buckets that each pay the collective's latency, ZeRO-3 / FSDP's
+//! per-layer gathers and reduce-scatters, HSDP's replica all-reduce, and the optimizer
+//! step's memory-bound pass. The DP class's exposed + hidden time is the sum of its
+//! collectives whatever the windows hide (`tests/overlap.rs` checks the windows), so these
+//! pin the terms; each fails if its term changes by 5%.
+
+mod terms_support;
+
+use astrolabe::estimate::{CommClass, Estimate};
+use astrolabe::parallel::{PlanSpec, Zero3Impl};
+use terms_support::{H, L, S, V, all_reduce, close, layer_params, model, ring_half, run, system};
+
+/// All parameters of the term-test model: 16 layers, the word and position embeddings
+/// (tied with the head) V·h + s·h and the final LayerNorm 2h.
+fn params() -> f64 {
+    L * layer_params() + V * H + S * H + 2.0 * H
+}
+
+fn dp_total(e: &Estimate) -> f64 {
+    let x = e.time.class(CommClass::Dp);
+    x.exposed.get() + x.hidden.get()
+}
+
+/// DP 4 on a 4-port switch (100 GB/s, 1 µs), m = 2 micro-batches of one sequence.
+fn dp4(zero: u8, overlap: bool) -> Estimate {
+    run(
+        &model(),
+        &system("switch(4, 100GB/s, 1us)"),
+        PlanSpec {
+            gpus: Some(4),
+            zero,
+            dp_overlap: overlap,
+            micro_batch: 1,
+            global_batch: Some(8),
+            flash_attention: true,
+            ..PlanSpec::default()
+        },
+    )
+}
+
+#[test]
+fn dp_gradient_all_reduce_in_buckets() {
+    // ZeRO-0: all-reduce of the bf16 gradient G = 2P bytes. Without overlap one
+    // collective, exposed; with overlap k = ⌈G / (4·10⁷·2 B)⌉ buckets, each a ring
+    // all-reduce paying 2(p−1)·α: k·[2·3·α + 2·3/4 · (G/k)/B].
+    let g = 2.0 * params();
+    let one = all_reduce(g, 4.0, 1e-6, 100e9);
+    let e = dp4(0, false);
+    close(
+        e.time.class(CommClass::Dp).exposed.get(),
+        one,
+        1e-9,
+        "DP all-reduce",
+    );
+    let k = (g / 8e7).ceil();
+    assert_eq!(k, 81.0); // P = 3 230 998 528: G = 6.46 GB in 81 buckets of 80 MB
+    close(
+        dp_total(&dp4(0, true)),
+        k * all_reduce(g / k, 4.0, 1e-6, 100e9),
+        1e-9,
+        "DP all-reduce in buckets",
+    );
+}
+
+#[test]
+fn distributed_optimizer_reduce_scatters_and_gathers() {
+    // ZeRO-1 (Megatron's distributed optimizer): reduce-scatter of the bf16 gradient and
+    // all-gather of the updated bf16 parameters, 2P bytes each, in the same k buckets:
+    // k·[(p−1)·α + (p−1)/p · (2P/k)/B] twice.
+    let w = 2.0 * params();
+    close(
+        dp_total(&dp4(1, false)),
+        2.0 * ring_half(w, 4.0, 1e-6, 100e9),
+        1e-9,
+        "ZeRO-1 without overlap",
+    );
+    let k = (w / 8e7).ceil();
+    close(
+        dp_total(&dp4(1, true)),
+        2.0 * k * ring_half(w / k, 4.0, 1e-6, 100e9),
+        1e-9,
+        "ZeRO-1 in buckets",
+    );
+}
+
+#[test]
+fn fsdp_gathers_each_layer_twice_per_micro_batch() {
+    // ZeRO-3 as FSDP (Zhao et al. VLDB'23): per micro-batch, every layer's bf16 weights
+    // P_l·2 B are all-gathered before its forward and before its backward, and its bf16
+    // gradients reduce-scattered after the backward, one collective each; the parameters
+    // outside the layers (embedding, final norm) likewise:
+    // m·[L·(2·AG(2P_l) + RS(2P_l)) + 2·AG(2P_o) + RS(2P_o)].
+    let e = run(
+        &model(),
+        &system("switch(4, 100GB/s, 1us)"),
+        PlanSpec {
+            gpus: Some(4),
+            zero: 3,
+            zero3_impl: Some(Zero3Impl::Fsdp),
+            dp_overlap: true,
+            micro_batch: 1,
+            global_batch: Some(8),
+            flash_attention: true,
+            ..PlanSpec::default()
+        },
+    );
+    let x = |n: f64| ring_half(n, 4.0, 1e-6, 100e9);
+    let (pl, po) = (layer_params(), V * H + S * H + 2.0 * H);
+    let per_mb = L * 3.0 * x(2.0 * pl) + 3.0 * x(2.0 * po);
+    close(dp_total(&e), 2.0 * per_mb, 1e-9, "FSDP gathers");
+}
+
+#[test]
+fn hsdp_shards_in_the_group_and_all_reduces_across_replicas() {
+    // HSDP: DP 8 = shard groups of 4 (inner switch: 100 GB/s, 1 µs) × 2 replicas (outer:
+    // 50 GB/s, 2 µs). FSDP's gathers and reduce-scatters run in the shard group as above;
+    // once per iteration the replicas all-reduce their gradient shard, 2P/4 bytes:
+    // 2·(2−1)·α₁ + 2·(2−1)/2 · (2P/4)/B₁.
+    let e = run(
+        &model(),
+        &system("switch(4, 100GB/s, 1us) x switch(2, 50GB/s, 2us)"),
+        PlanSpec {
+            gpus: Some(8),
+            zero: 3,
+            hsdp: Some(4),
+            dp_overlap: true,
+            micro_batch: 1,
+            global_batch: Some(16),
+            flash_attention: true,
+            ..PlanSpec::default()
+        },
+    );
+    assert_eq!(e.plan.micro_batches, 2);
+    let x = |n: f64| ring_half(n, 4.0, 1e-6, 100e9);
+    let (pl, po) = (layer_params(), V * H + S * H + 2.0 * H);
+    let shard = 2.0 * (L * 3.0 * x(2.0 * pl) + 3.0 * x(2.0 * po));
+    let replica = all_reduce(2.0 * params() / 4.0, 2.0, 2e-6, 50e9);
+    close(dp_total(&e), shard + replica, 1e-9, "HSDP");
+}
+
+#[test]
+fn optimizer_step_is_a_memory_bound_pass_over_the_shard() {
+    // Megatron's mixed-precision Adam, bytes per parameter of the local shard: clip reads
+    // the bf16 gradient (2), Adam reads it and reads/writes the fp32 master, m and v
+    // (2 + 24), the master is copied to the bf16 weight (4 + 2), the gradient is zeroed
+    // (2): 36 B. A100: 2039 GB/s at 70% for memory-bound kernels, 8 kernels of 4 µs.
+    // ZeRO-0 updates all P parameters, ZeRO-1 its 1/dp = 1/4 of them.
+    let t = |p: f64| p * 36.0 / (2039e9 * 0.7) + 8.0 * 4e-6;
+    close(
+        dp4(0, true).time.optimizer.get(),
+        t(params()),
+        1e-9,
+        "Adam, ZeRO-0",
+    );
+    close(
+        dp4(1, true).time.optimizer.get(),
+        t(params() / 4.0),
+        1e-9,
+        "Adam, ZeRO-1",
+    );
+}
