@@ -54,6 +54,13 @@ fn dp_gradient_all_reduce_in_buckets() {
         1e-9,
         "DP all-reduce",
     );
+    // Bytes: the gradient only (no parameter all-gather without ZeRO).
+    close(
+        e.time.class(CommClass::Dp).bytes.get(),
+        g,
+        1e-12,
+        "DP bytes, ZeRO-0",
+    );
     let k = (g / 8e7).ceil();
     assert_eq!(k, 81.0); // P = 3 230 998 528: G = 6.46 GB in 81 buckets of 80 MB
     close(
