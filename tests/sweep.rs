@@ -504,6 +504,21 @@ fn sweep_file_settings_reach_every_plan() {
     std::fs::remove_dir_all(&dir).ok();
 }
 
+/// `astrolabe sweep ARGS --format json` (must succeed), parsed.
+fn sweep_json(args: &[&str]) -> serde_json::Value {
+    let out = bin()
+        .args(args)
+        .args(["--format", "json"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
 /// A MoE model's default grid offers expert TP 1 beside Megatron-core's default etp = tp
 /// (NVIDIA's MoE recipes run ETP 1); a dense model's grid has no ETP choice. One TP 2 ×
 /// EP 4 structure, one knob setting: 7 schedules × 2 pipeline splits (both counted, then
@@ -534,20 +549,11 @@ fn default_grid_offers_expert_tp_1_for_moe_models() {
         "10",
     ];
     let sweep = |model: &str, ep: &str| {
-        let out = bin()
-            .args([
-                "sweep", "--model", model, "--system", "dgx-h100", "--ep", ep,
-            ])
-            .args(fixed)
-            .args(["--format", "json"])
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()
+        let mut a = vec![
+            "sweep", "--model", model, "--system", "dgx-h100", "--ep", ep,
+        ];
+        a.extend_from_slice(&fixed);
+        sweep_json(&a)
     };
     let moe = sweep("qwen3-30b-a3b", "4");
     assert_eq!(moe["configurations"], 28);
@@ -571,44 +577,33 @@ fn default_grid_offers_expert_tp_1_for_moe_models() {
 /// second copy is dropped as redundant. 2 schedules × 2 splits = 4 configurations, 2 valid.
 #[test]
 fn default_grid_offers_the_ends_as_pipeline_layers() {
-    let out = bin()
-        .args([
-            "sweep",
-            "--model",
-            "llama3-405b",
-            "--system",
-            "dgx-b200",
-            "--gpus",
-            "128",
-            "--tp",
-            "8",
-            "--pp",
-            "16",
-            "--schedule",
-            "interleaved:8,1f1b",
-            "--micro-batch",
-            "1",
-            "--zero",
-            "1",
-            "--recompute",
-            "none",
-            "--order",
-            "tp-dp-pp",
-            "--seq-len",
-            "4096",
-            "--global-batch",
-            "16",
-            "--format",
-            "json",
-        ])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let v = sweep_json(&[
+        "sweep",
+        "--model",
+        "llama3-405b",
+        "--system",
+        "dgx-b200",
+        "--gpus",
+        "128",
+        "--tp",
+        "8",
+        "--pp",
+        "16",
+        "--schedule",
+        "interleaved:8,1f1b",
+        "--micro-batch",
+        "1",
+        "--zero",
+        "1",
+        "--recompute",
+        "none",
+        "--order",
+        "tp-dp-pp",
+        "--seq-len",
+        "4096",
+        "--global-batch",
+        "16",
+    ]);
     assert_eq!(v["configurations"], 4);
     assert_eq!(v["valid"], 2);
     let top: Vec<(String, bool)> = v["top"]
