@@ -158,12 +158,24 @@ pub struct EfficiencySpec {
     /// Fixed cost of one kernel launch and tail.
     #[serde(with = "serde_units::seconds", default = "default_launch")]
     pub kernel_overhead: Seconds,
+    /// Host (CPU) time of one eager framework operation with its launch: Python,
+    /// PyTorch's dispatcher and autograd, `cudaLaunchKernel` (`estimate::transformer`'s
+    /// host module). Default 25 µs, fitted on the 58 Qwen3 MoE rows of Megatron-Bridge's
+    /// 2025–2026 tables (leave-one-system-out fits 22.5–27 µs; docs/modern-training.md);
+    /// an isolated `torch.nn.Linear` forward takes 13.5 µs on a DGX H100's Xeon 8480C
+    /// (NVIDIA/TransformerEngine issue #2053), the floor of a training process's cost.
+    #[serde(with = "serde_units::seconds", default = "default_host_op")]
+    pub host_op: Seconds,
     /// Interference κ: compute that runs while a collective is in flight is stretched by
     /// `1 + κ` (collective kernels occupy SMs and HBM bandwidth). Default 0.189: the mean
     /// GEMM slowdown under overlapped NCCL collectives measured by Lee et al. 2025
     /// (arXiv 2507.03114) on A100, H100, MI250 and MI210 (maximum 0.40).
     #[serde(default = "default_overlap_slowdown")]
     pub overlap_slowdown: f64,
+}
+
+fn default_host_op() -> Seconds {
+    Seconds::new(25e-6)
 }
 
 fn default_overlap_slowdown() -> f64 {

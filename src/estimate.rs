@@ -95,6 +95,9 @@ pub struct Times {
     pub bubble: Seconds,
     /// Interference: compute slowed while collectives overlap it (`windows` module).
     pub interference: Seconds,
+    /// GPU time idle while the host issues operations (host-bound layers: the
+    /// `transformer::host` module).
+    pub host: Seconds,
     /// Communication per [`CommClass`].
     pub comm: [Comm; 6],
     /// Offload transfers and the CPU optimizer step (`crate::offload`); zero without an
@@ -443,6 +446,7 @@ pub(crate) fn finish(
         + t.optimizer
         + t.bubble
         + t.interference
+        + t.host
         + exposed
         + t.offload.exposed();
     let secs = t.total.get();

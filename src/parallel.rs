@@ -11,8 +11,8 @@ mod stages;
 
 pub use context::CpKind;
 pub use knobs::{
-    DEEPSPEED_2021_RATE, EpDispatch, GroupedGemm, LoraTargets, Optimizer, Order, Recompute,
-    Schedule, Zero3Impl,
+    CudaGraphs, DEEPSPEED_2021_RATE, EpDispatch, GroupedGemm, LoraTargets, Optimizer, Order,
+    Recompute, Schedule, Zero3Impl,
 };
 pub use placement::{Placement, Span};
 pub use stages::{SplitSpec, Stages};
@@ -134,6 +134,9 @@ pub struct PlanSpec {
     pub ep_dispatch: EpDispatch,
     /// How a rank runs its local experts' GEMMs.
     pub grouped_gemm: GroupedGemm,
+    /// The layer parts captured as CUDA graphs (no host calls per operation).
+    #[serde(default)]
+    pub cuda_graphs: CudaGraphs,
     /// What leaves HBM for a slower memory tier (`crate::offload`): "optimizer",
     /// "zero-offload", "zero-infinity", …; default none.
     #[serde(skip_serializing_if = "crate::offload::Offload::is_none")]
@@ -183,6 +186,7 @@ impl Default for PlanSpec {
             order: Order::TpDpPp,
             ep_dispatch: EpDispatch::Alltoall,
             grouped_gemm: GroupedGemm::Streams,
+            cuda_graphs: CudaGraphs::NONE,
             offload: crate::offload::Offload::NONE,
         }
     }
@@ -292,6 +296,8 @@ pub struct Plan {
     pub ep_dispatch: EpDispatch,
     /// Local experts' GEMMs.
     pub grouped_gemm: GroupedGemm,
+    /// CUDA-graph-captured parts.
+    pub cuda_graphs: CudaGraphs,
     /// The embedding counted as a layer of the pipeline split.
     pub account_for_embedding: bool,
     /// The output head and loss counted as a layer of the pipeline split.
@@ -561,6 +567,7 @@ impl Plan {
             order: s.order,
             ep_dispatch: s.ep_dispatch,
             grouped_gemm: s.grouped_gemm,
+            cuda_graphs: s.cuda_graphs,
             account_for_embedding: s.account_for_embedding,
             account_for_loss: s.account_for_loss,
             offload: s.offload,

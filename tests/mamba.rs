@@ -300,6 +300,15 @@ fn command(r: &Run) -> Vec<String> {
         a.extend(["--ep".into(), r.ep.to_string(), "--etp".into(), "1".into()]);
     }
     a.extend(["--flash-attention", "--tp-overlap", "--zero", "1"].map(String::from));
+    // perf_recipes/nemotronh/{gpu}/nemotronh.py at 067f987df0: Transformer Engine partial
+    // CUDA graphs, `["mamba", "attn"]` for Nemotron-H 56B, `attn`, `mamba`, `moe_router`,
+    // `moe_preprocess` for Nemotron 3 Nano.
+    let graphs = if r.ep > 1 {
+        "attn,mamba,moe_router,moe_preprocess"
+    } else {
+        "mamba,attn"
+    };
+    a.extend(["--cuda-graphs".into(), graphs.into()]);
     if r.tp > 1 {
         a.push("--sequence-parallel".into());
     }

@@ -192,9 +192,9 @@ fn csv_is_one_table_per_file_and_table_picks_one() {
         t.starts_with("component,time_s,hidden_s,bytes_per_device\n"),
         "{t}"
     );
-    // Header, 6 components (forward, backward, recompute, optimizer, bubble,
-    // interference) and 6 communication classes (TP, SP, EP, PP, DP, CP).
-    assert_eq!(t.lines().count(), 13);
+    // Header, 7 components (forward, backward, recompute, optimizer, bubble,
+    // interference, host idle) and 6 communication classes (TP, SP, EP, PP, DP, CP).
+    assert_eq!(t.lines().count(), 14);
     bin()
         .args(GPT3)
         .args(["--format", "csv", "--table", "tme"])

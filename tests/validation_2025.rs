@@ -106,6 +106,7 @@ fn command(r: &Run) -> Result<Vec<String>, String> {
         if hybrid {
             flag("ep-dispatch", "hierarchical".into());
         }
+        flag("cuda-graphs", qwen_graphs(r).into());
     }
     if let Some(v) = r.vp.filter(|&v| v > 1) {
         flag("virtual-stages", v.to_string());
@@ -164,6 +165,43 @@ fn qwen_recipe(r: &Run) -> (bool, bool) {
     }
 }
 
+/// The CUDA graph capture of Megatron-Bridge's Qwen3 performance recipes (`cuda_graph_impl`,
+/// `cuda_graph_scope`):
+///
+/// - Containers 26.06 and later (perf_recipes/qwen/{gpu}/qwen3_moe.py at 067f987df0): the
+///   MXFP8 recipes that call `_enable_hybridep_full_iteration_mxfp8` capture the full
+///   iteration (padded expert capacity, no token counts on the host): every Blackwell one
+///   but B200 30B (`attn`, `moe_router`, `moe_preprocess`) and B200 64-GPU 235B (none);
+///   H100 30B FP8 captures `attn`, `moe_router`, `moe_preprocess`, H100 235B nothing.
+/// - Earlier containers (scripts/performance/configs/qwen/qwen3_workload_base_configs.py at
+///   196c41b7fa): 30B captures `moe_router`, `moe_preprocess` (B200 and GB200 BF16/FP8-CS
+///   also `attn`); 235B on GB200/GB300 `attn`, `moe_router`, `moe_preprocess`; 235B on
+///   B200, B300 and H100 nothing.
+fn qwen_graphs(r: &Run) -> &'static str {
+    let mx = matches!(r.precision.as_deref(), Some("MXFP8" | "FP8-MX"));
+    let big = base(r).starts_with("Qwen3_235B");
+    let blackwell = r.gpu != "H100";
+    const PARTIAL: &str = "attn,moe_router,moe_preprocess";
+    const ROUTER: &str = "moe_router,moe_preprocess";
+    if container(r) >= (26, 6) {
+        return match (r.gpu.as_str(), big) {
+            ("B200", false) => PARTIAL,
+            ("B200", true) if r.num_gpus == 64 => "none",
+            ("H100", false) => PARTIAL,
+            ("H100", true) => "none",
+            _ if blackwell && mx => "full",
+            _ => "none",
+        };
+    }
+    match (r.gpu.as_str(), big) {
+        ("GB200" | "GB300", true) => PARTIAL,
+        (_, true) => "none",
+        ("B200", false) => PARTIAL,
+        ("GB200", false) if !mx => PARTIAL,
+        _ => ROUTER,
+    }
+}
+
 /// The NeMo container of a row (year, month), from its notes ("NeMo container 26.04.01").
 fn container(r: &Run) -> (u32, u32) {
     let v = r.notes.split("container ").nth(1).unwrap_or("");
@@ -206,6 +244,77 @@ fn errors_by_group(print: bool) -> BTreeMap<String, Vec<f64>> {
         }
     }
     groups
+}
+
+/// The host time per eager operation (`host_op`, every preset's 25 µs; the host module of
+/// `estimate::transformer`) is fitted here: of the grid 12.5, 15, …, 30 µs, the value with
+/// the least median |error| over the MoE rows. Leaving each system's rows out, the fit on
+/// the others and the held-out system's median |error| (printed with `--nocapture`; the
+/// table in docs/modern-training.md).
+#[test]
+fn host_op_fit_is_current() {
+    let grid: Vec<f64> = (5..=12).map(|i| 2.5e-6 * i as f64).collect();
+    let moe: Vec<(String, Vec<String>, f64)> = runs()
+        .iter()
+        .filter(|r| r.precision.is_some() && is_moe(r))
+        .map(|r| (r.gpu.clone(), command(r).unwrap(), r.step_time_s))
+        .collect();
+    // errs[g][i]: |error| of row i with host_op = grid[g].
+    let errs: Vec<Vec<f64>> = grid
+        .iter()
+        .map(|&t| {
+            moe.iter()
+                .map(|(_, a, meas)| {
+                    let set = |s: &mut astrolabe::system::System| {
+                        s.device.spec.efficiency.host_op = astrolabe::units::Seconds::new(t)
+                    };
+                    let est = common::estimate_cli_with(a, set).0.time.total.get();
+                    (est / meas - 1.0).abs()
+                })
+                .collect()
+        })
+        .collect();
+    let median_where = |g: usize, keep: &dyn Fn(&str) -> bool| {
+        let v: Vec<f64> = (0..moe.len())
+            .filter(|&i| keep(&moe[i].0))
+            .map(|i| errs[g][i])
+            .collect();
+        stats(&v).0
+    };
+    let best = |keep: &dyn Fn(&str) -> bool| {
+        (0..grid.len())
+            .min_by(|&a, &b| median_where(a, keep).total_cmp(&median_where(b, keep)))
+            .unwrap()
+    };
+    let all = best(&|_| true);
+    assert_eq!(
+        grid[all],
+        25e-6,
+        "the fit moved: {:.1} µs (median |error| {:.1}%); update host_op in compute.rs and the docs",
+        grid[all] * 1e6,
+        100.0 * median_where(all, &|_| true)
+    );
+    println!("| held out | MoE rows | fit on the rest | held-out median |error| | at 25 µs |");
+    println!("|---|---|---|---|---|");
+    let mut systems: Vec<&str> = moe.iter().map(|m| m.0.as_str()).collect();
+    systems.sort();
+    systems.dedup();
+    let at25 = grid.iter().position(|&t| t == 25e-6).unwrap();
+    for sys in systems {
+        let g = best(&|s| s != sys);
+        let n = moe.iter().filter(|m| m.0 == sys).count();
+        println!(
+            "| {sys} | {n} | {:.1} µs | {:.1}% | {:.1}% |",
+            grid[g] * 1e6,
+            100.0 * median_where(g, &|s| s == sys),
+            100.0 * median_where(at25, &|s| s == sys)
+        );
+        assert!(
+            (20e-6..=30e-6).contains(&grid[g]),
+            "without {sys} the fit is {:.1} µs",
+            grid[g] * 1e6
+        );
+    }
 }
 
 /// The value of flag `--{k}` in a command.

@@ -143,6 +143,9 @@ pub struct PlanFlags {
     /// How a rank runs its local experts' GEMMs: streams (Transformer Engine's default, one GEMM per expert on 4 CUDA streams) or fused (one grouped kernel, e.g. NVTE_CUTEDSL_FUSED_GROUPED_MLP=1).
     #[arg(long, value_name = "KIND")]
     pub grouped_gemm: Option<String>,
+    /// Layer parts captured as CUDA graphs (Megatron-core --cuda-graph-impl/--cuda-graph-modules): none (default), full (full_iteration: no host time), or a comma list of attn, mlp, moe_router, moe_preprocess, moe, mamba. Eager parts cost host time per operation; a layer whose host time exceeds its GPU time leaves the GPU waiting (docs/modern-training.md, host launch).
+    #[arg(long, value_name = "SCOPES")]
+    pub cuda_graphs: Option<String>,
 }
 
 pub(crate) fn parse_enum<T: serde::de::DeserializeOwned>(
@@ -241,6 +244,10 @@ impl PlanFlags {
         if let Some(s) = &self.grouped_gemm {
             p.grouped_gemm = parse_enum("--grouped-gemm", s, &["streams", "fused"])?;
         }
+        if let Some(s) = &self.cuda_graphs {
+            p.cuda_graphs = crate::parallel::CudaGraphs::parse(s)
+                .map_err(|e| crate::error::Error::input("--cuda-graphs", e))?;
+        }
         if let Some(s) = &self.offload {
             p.offload = crate::offload::Offload::parse(s, "--offload")?;
         }
@@ -303,6 +310,7 @@ impl PlanFlags {
             ("order", &self.order),
             ("ep_dispatch", &self.ep_dispatch),
             ("grouped_gemm", &self.grouped_gemm),
+            ("cuda_graphs", &self.cuda_graphs),
             ("zero3_impl", &self.zero3_impl),
             ("cp_kind", &self.cp_kind),
             ("fp8_recipe", &self.fp8_recipe),

@@ -92,6 +92,9 @@ pub struct SweepArgs {
     /// Local experts' GEMMs in every plan: streams or fused (see `estimate --help`).
     #[arg(long, value_name = "KIND")]
     pub grouped_gemm: Option<String>,
+    /// Layer parts captured as CUDA graphs in every plan: none, full or scope names (see `estimate --help`).
+    #[arg(long, value_name = "SCOPES")]
+    pub cuda_graphs: Option<String>,
     /// Memory set aside per device in every plan, e.g. 4GiB (default: the device's, 1.5 GiB + 3% of HBM; see `estimate --help`).
     #[arg(long)]
     pub memory_reserve: Option<String>,
@@ -381,6 +384,14 @@ fn build_axes(a: &SweepArgs, f: &SweepFile, system: &crate::system::System) -> R
     if let Some(s) = a.grouped_gemm.as_ref().or(fa.grouped_gemm.as_ref()) {
         ax.grouped_gemm =
             crate::cli::plan_flags::parse_enum("--grouped-gemm", s, &["streams", "fused"])?;
+    }
+    let graphs_from = [
+        ("--cuda-graphs", &a.cuda_graphs),
+        ("cuda_graphs", &fa.cuda_graphs),
+    ];
+    if let Some((what, Some(g))) = graphs_from.into_iter().find(|(_, v)| v.is_some()) {
+        ax.cuda_graphs = crate::parallel::CudaGraphs::parse(g)
+            .map_err(|e| crate::error::Error::input(what, e))?;
     }
     let impl_from = [
         ("--zero3-impl", &a.zero3_impl),

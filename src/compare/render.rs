@@ -109,6 +109,11 @@ fn rows(priced: bool, tokens: Option<f64>) -> Vec<(String, Getter, bool)> {
             |c| V::S(c.estimate.time.interference.get()),
             true,
         ),
+        (
+            "  host-bound idle",
+            |c| V::S(c.estimate.time.host.get()),
+            true,
+        ),
         ("  TP comm, exposed", |c| V::S(comm(c, CommClass::Tp)), true),
         ("  SP comm, exposed", |c| V::S(comm(c, CommClass::Sp)), true),
         ("  EP comm, exposed", |c| V::S(comm(c, CommClass::Ep)), true),
@@ -322,13 +327,14 @@ fn one_price_note(cmp: &Comparison) -> Option<String> {
 /// class of exposed communication (their sum is the iteration time).
 pub fn breakdown_svg(cmp: &Comparison) -> Result<String> {
     type Part = (&'static str, fn(&Column) -> f64);
-    let parts: [Part; 11] = [
+    let parts: [Part; 12] = [
         ("forward", |c| c.estimate.time.forward.get()),
         ("backward", |c| c.estimate.time.backward.get()),
         ("recompute", |c| c.estimate.time.recompute.get()),
         ("optimizer", |c| c.estimate.time.optimizer.get()),
         ("pipeline bubble", |c| c.estimate.time.bubble.get()),
         ("interference", |c| c.estimate.time.interference.get()),
+        ("host-bound", |c| c.estimate.time.host.get()),
         ("TP comm", |c| comm(c, CommClass::Tp)),
         ("SP comm", |c| comm(c, CommClass::Sp)),
         ("EP comm", |c| comm(c, CommClass::Ep)),

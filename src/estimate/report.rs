@@ -155,7 +155,12 @@ pub fn time_table(r: &EstimateResult) -> Result<Table> {
             "interference (compute slowed by overlap)",
             tb.interference_s,
         ),
+        ("host-bound (GPU waits for the CPU)", tb.host_idle_s),
     ] {
+        if k.starts_with("host-bound") && v == 0.0 {
+            // Shown only when some layer waits for the host.
+            continue;
+        }
         t.push(vec![
             Cell::text(k),
             secs(v),

@@ -19,6 +19,7 @@
 
 mod comm;
 mod cp;
+mod host;
 mod hsdp;
 mod layer;
 mod lora;
@@ -70,6 +71,8 @@ struct Pass {
     cp_hidden: Seconds,
     /// Bytes of that communication.
     cp_bytes: f64,
+    /// GPU time idle while the host issues the pass's operations (`host` module).
+    host: Seconds,
 }
 
 impl Pass {
@@ -94,6 +97,7 @@ impl Pass {
             cp: self.cp + o.cp * k,
             cp_hidden: self.cp_hidden + o.cp_hidden * k,
             cp_bytes: self.cp_bytes + o.cp_bytes * k,
+            host: self.host + o.host * k,
         }
     }
 }
@@ -241,6 +245,8 @@ struct StageTime {
     cp: Seconds,
     /// Interference from overlapped TP.
     slow: Seconds,
+    /// GPU idle waiting for the host.
+    host: Seconds,
 }
 
 /// Per-micro-batch time of a stage: compute + the TP/SP its windows leave exposed + EP +
@@ -249,20 +255,22 @@ struct StageTime {
 fn stage_time(b: &Block) -> StageTime {
     let ps = [&b.fwd, &b.bwd, &b.rec];
     let sum = |f: fn(&Pass) -> Seconds| ps.iter().map(|p| f(p)).sum::<Seconds>();
-    let (tp, tp_hidden, ep, cp, slow) = (
+    let (tp, tp_hidden, ep, cp, slow, host) = (
         sum(|p| p.tp),
         sum(|p| p.tp_hidden),
         sum(|p| p.ep),
         sum(|p| p.cp),
         sum(|p| p.slow),
+        sum(|p| p.host),
     );
     StageTime {
-        total: sum(|p| p.compute()) + tp + ep + cp + slow,
+        total: sum(|p| p.compute()) + tp + ep + cp + slow + host,
         tp,
         tp_hidden,
         ep,
         cp,
         slow,
+        host,
     }
 }
 
@@ -366,6 +374,7 @@ pub(super) fn evaluate<T: Trace>(
         recompute: worst.rec.compute() * mb,
         bubble,
         interference: st.slow * mb,
+        host: st.host * mb,
         ..Times::default()
     };
     let tp_bytes = (worst.fwd.tp_bytes + worst.bwd.tp_bytes + worst.rec.tp_bytes) * mb;

@@ -143,6 +143,98 @@ pub enum GroupedGemm {
     Fused,
 }
 
+/// Which parts of each layer run as captured CUDA graphs (Megatron-core
+/// `--cuda-graph-impl` and `--cuda-graph-modules`, docs/user-guide/features/cuda_graph.md):
+/// a captured part replays its kernels with one graph launch instead of one host call per
+/// operation. A bit set over [`CudaGraphs::SCOPES`]; `full` is `--cuda-graph-impl
+/// full_iteration` (the whole forward-backward, which for MoE needs padded expert capacity
+/// so that no token count reaches the host).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct CudaGraphs(u8);
+
+impl CudaGraphs {
+    /// The attention block (`attn`).
+    pub const ATTN: CudaGraphs = CudaGraphs(1);
+    /// A dense MLP block (`mlp`).
+    pub const MLP: CudaGraphs = CudaGraphs(2);
+    /// The MoE router (`moe_router`).
+    pub const MOE_ROUTER: CudaGraphs = CudaGraphs(4);
+    /// The MoE dispatch preprocessing (`moe_preprocess`).
+    pub const MOE_PREPROCESS: CudaGraphs = CudaGraphs(8);
+    /// The routed experts with their dispatch and combine (`moe`; needs padded capacity).
+    pub const MOE: CudaGraphs = CudaGraphs(16);
+    /// A Mamba mixer (`mamba`).
+    pub const MAMBA: CudaGraphs = CudaGraphs(32);
+    /// Nothing captured (Megatron-core's default, `--cuda-graph-impl none`).
+    pub const NONE: CudaGraphs = CudaGraphs(0);
+    /// The whole iteration (`--cuda-graph-impl full_iteration`).
+    pub const FULL: CudaGraphs = CudaGraphs(63);
+    /// Scope names as Megatron-core spells them, with their bits.
+    pub const SCOPES: [(&'static str, CudaGraphs); 6] = [
+        ("attn", CudaGraphs::ATTN),
+        ("mlp", CudaGraphs::MLP),
+        ("moe_router", CudaGraphs::MOE_ROUTER),
+        ("moe_preprocess", CudaGraphs::MOE_PREPROCESS),
+        ("moe", CudaGraphs::MOE),
+        ("mamba", CudaGraphs::MAMBA),
+    ];
+    /// Whether every part of `s` is captured.
+    pub fn has(self, s: CudaGraphs) -> bool {
+        self.0 & s.0 == s.0
+    }
+    /// Parses `none`, `full` or a comma-separated list of scope names.
+    pub fn parse(s: &str) -> Result<CudaGraphs, String> {
+        match s.trim() {
+            "none" => return Ok(CudaGraphs::NONE),
+            "full" | "full_iteration" => return Ok(CudaGraphs::FULL),
+            _ => {}
+        }
+        let mut bits = 0;
+        for w in s.split(',').map(str::trim) {
+            match CudaGraphs::SCOPES.iter().find(|(n, _)| *n == w) {
+                Some((_, b)) => bits |= b.0,
+                None => {
+                    return Err(format!(
+                        "unknown CUDA graph scope {w:?}: expected none, full, or a comma list of attn, mlp, moe_router, moe_preprocess, moe, mamba"
+                    ));
+                }
+            }
+        }
+        Ok(CudaGraphs(bits))
+    }
+}
+
+impl std::fmt::Display for CudaGraphs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match *self {
+            CudaGraphs::NONE => f.write_str("none"),
+            CudaGraphs::FULL => f.write_str("full"),
+            g => {
+                let names: Vec<&str> = CudaGraphs::SCOPES
+                    .iter()
+                    .filter(|(_, b)| g.has(*b))
+                    .map(|(n, _)| *n)
+                    .collect();
+                f.write_str(&names.join(","))
+            }
+        }
+    }
+}
+
+impl TryFrom<String> for CudaGraphs {
+    type Error = String;
+    fn try_from(s: String) -> Result<Self, String> {
+        CudaGraphs::parse(&s)
+    }
+}
+
+impl From<CudaGraphs> for String {
+    fn from(g: CudaGraphs) -> String {
+        g.to_string()
+    }
+}
+
 /// Order in which groups take network dimensions, innermost first.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "kebab-case")]

@@ -87,6 +87,9 @@ pub struct TimeBreakdown {
     pub pipeline_bubble_s: f64,
     /// Interference: compute slowed by the collectives it overlaps (docs/overlap.md).
     pub interference_s: f64,
+    /// GPU time idle while the host issues operations (layers whose eager host time
+    /// exceeds their GPU time; docs/modern-training.md, host launch).
+    pub host_idle_s: f64,
     /// Bubble as a fraction of the ideal time, (p − 1)/(v · m).
     pub bubble_fraction: f64,
     /// Communication per parallelism class.
@@ -292,6 +295,7 @@ impl EstimateResult {
                 optimizer_s: t.optimizer.get(),
                 pipeline_bubble_s: t.bubble.get(),
                 interference_s: t.interference.get(),
+                host_idle_s: t.host.get(),
                 bubble_fraction: e.plan.bubble_fraction(),
                 communication: Communication {
                     tp: c(CommClass::Tp),
@@ -363,6 +367,7 @@ impl EstimateResult {
             ("optimizer", tb.optimizer_s),
             ("pipeline_bubble", tb.pipeline_bubble_s),
             ("interference", tb.interference_s),
+            ("host_idle", tb.host_idle_s),
         ] {
             time.push(record(&TimeRow {
                 component: k,

@@ -89,6 +89,8 @@ pub struct PlanValue {
     pub ep_dispatch: String,
     /// Local experts' GEMMs: "streams" or "fused".
     pub grouped_gemm: String,
+    /// CUDA-graph-captured parts: "none", "full" or a comma list of scopes.
+    pub cuda_graphs: String,
     /// The embedding counted as a layer of the pipeline split.
     pub account_for_embedding: bool,
     /// The output head and loss counted as a layer of the pipeline split.
@@ -176,6 +178,7 @@ impl From<&Plan> for PlanValue {
                 crate::parallel::GroupedGemm::Fused => "fused",
             }
             .into(),
+            cuda_graphs: p.cuda_graphs.to_string(),
             account_for_embedding: p.account_for_embedding,
             account_for_loss: p.account_for_loss,
             offload: p.offload.name(),

@@ -109,6 +109,8 @@ pub struct AxesFile {
     pub ep_dispatch: Option<String>,
     /// Local experts' GEMMs in every plan: "streams" or "fused" (a setting).
     pub grouped_gemm: Option<String>,
+    /// CUDA-graph-captured parts in every plan: "none", "full" or scope names (a setting).
+    pub cuda_graphs: Option<String>,
     /// Memory reserve per device in every plan, e.g. "4GiB" (a setting).
     pub memory_reserve: Option<String>,
 }

@@ -84,6 +84,8 @@ pub struct Axes {
     pub ep_dispatch: crate::parallel::EpDispatch,
     /// How local experts' GEMMs run in every plan (a setting).
     pub grouped_gemm: crate::parallel::GroupedGemm,
+    /// CUDA-graph-captured parts in every plan (a setting).
+    pub cuda_graphs: crate::parallel::CudaGraphs,
     /// Memory reserve per device in every plan (a setting; None: each device's).
     pub memory_reserve: Option<crate::units::Bytes>,
 }
@@ -132,6 +134,7 @@ impl Axes {
             ep_overlap: false,
             ep_dispatch: crate::parallel::EpDispatch::Alltoall,
             grouped_gemm: crate::parallel::GroupedGemm::Streams,
+            cuda_graphs: crate::parallel::CudaGraphs::NONE,
             memory_reserve: None,
         }
     }
@@ -363,6 +366,7 @@ impl Grid {
                                     ep_overlap: axes.ep_overlap,
                                     ep_dispatch: axes.ep_dispatch,
                                     grouped_gemm: axes.grouped_gemm,
+                                    cuda_graphs: axes.cuda_graphs,
                                     memory_reserve: axes.memory_reserve,
                                     account_for_embedding: ends,
                                     account_for_loss: ends,

@@ -172,6 +172,14 @@ pub fn micros(line: &str, key: &str) -> f64 {
 /// TP), then evaluates it through the library: the validation harnesses' one path from a
 /// published row's command to its estimate, so a printed command reproduces its number.
 pub fn estimate_cli(args: &[String]) -> (astrolabe::estimate::Estimate, astrolabe::parallel::Plan) {
+    estimate_cli_with(args, |_| {})
+}
+
+/// [`estimate_cli`] with the system changed by `edit` first (a fit's candidate constant).
+pub fn estimate_cli_with(
+    args: &[String],
+    edit: impl FnOnce(&mut astrolabe::system::System),
+) -> (astrolabe::estimate::Estimate, astrolabe::parallel::Plan) {
     use astrolabe::cli::{Cli, Command};
     use clap::Parser;
     let argv = ["astrolabe", "estimate"]
@@ -182,8 +190,9 @@ pub fn estimate_cli(args: &[String]) -> (astrolabe::estimate::Estimate, astrolab
     let Command::Estimate(a) = cli.command else {
         panic!("not an estimate command")
     };
-    let (sc, ..) =
+    let (mut sc, ..) =
         astrolabe::cli::estimate::scenario(&a).unwrap_or_else(|e| panic!("{args:?}: {e}"));
+    edit(&mut sc.system);
     let e = astrolabe::estimate::evaluate(&sc.model, &sc.system, &sc.plan)
         .unwrap_or_else(|e| panic!("{args:?}: {e}"));
     (e, sc.plan)

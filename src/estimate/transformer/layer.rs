@@ -411,6 +411,18 @@ fn ep_window(c: &Ctx, a: Seconds, f: Seconds, b: Seconds) -> Overlap {
     }
 }
 
+/// The memory-bound kernels of a Mamba mixer per pass (forward, backward); none for
+/// other blocks.
+pub(super) fn mamba_kernels(c: &Ctx) -> (f64, f64) {
+    match (c.part, mamba(c)) {
+        (Part::Mamba, Some(mb)) => {
+            let x = mb.bytes(c.plan.tp as f64);
+            (x.fwd_kernels, x.bwd_kernels)
+        }
+        _ => (0.0, 0.0),
+    }
+}
+
 /// One transformer layer for one micro-batch on one TP rank, and its TP traffic per
 /// dimension (forward, backward) for the DP windows that share links with it.
 pub(super) fn layer<T: Trace>(c: &Ctx, tr: &mut T) -> Result<(Block, TpWindows)> {
@@ -523,6 +535,7 @@ pub(super) fn layer<T: Trace>(c: &Ctx, tr: &mut T) -> Result<(Block, TpWindows)>
         cp: cpc.fwd.0,
         cp_hidden: cpc.fwd.1,
         cp_bytes: cpc.bytes.0,
+        host: Seconds::ZERO,
     };
     let bwd = Pass {
         gemm: lin_b + att_b,
@@ -536,6 +549,23 @@ pub(super) fn layer<T: Trace>(c: &Ctx, tr: &mut T) -> Result<(Block, TpWindows)>
         cp_bytes: cpc.bytes.1,
         ..fwd
     };
+    let ops = super::host::layer_ops(c);
+    let t_op = c.dev.spec.efficiency.host_op;
+    let (host_f, host_b) = (t_op * ops.fwd, t_op * ops.bwd);
+    let fwd = Pass {
+        host: super::host::idle(host_f, &fwd),
+        ..fwd
+    };
+    let bwd = Pass {
+        host: super::host::idle(host_b, &bwd),
+        ..bwd
+    };
+    tr.line(|| {
+        format!(
+            "  host (CUDA graphs: {}): forward {:.1} ops × {t_op} = {host_f}, backward {:.1} ops × {t_op} = {host_b}, GPU idle (T_host − T_GPU where positive): forward {}, backward {}",
+            c.plan.cuda_graphs, ops.fwd, ops.bwd, fwd.host, bwd.host
+        )
+    });
     let rec = match c.plan.recompute {
         Recompute::None => Pass::default(),
         Recompute::Full => fwd,
