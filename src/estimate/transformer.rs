@@ -207,10 +207,16 @@ impl Ctx<'_> {
     fn experts_gemm(&self, m: f64, n: f64, k: f64, g: f64) -> Seconds {
         match self.plan.grouped_gemm {
             crate::parallel::GroupedGemm::Fused => self.gemm(m, n, k, g),
+            crate::parallel::GroupedGemm::Streams if g <= TE_STREAMS => self.gemm(m, n, k, g),
             crate::parallel::GroupedGemm::Streams => {
                 let rounds = (g / TE_STREAMS).floor();
                 let rest = g - rounds * TE_STREAMS;
-                self.gemm(m, n, k, TE_STREAMS) * rounds + self.gemm(m, n, k, rest)
+                let last = if rest > 0.0 {
+                    self.gemm(m, n, k, rest)
+                } else {
+                    Seconds::ZERO
+                };
+                self.gemm(m, n, k, TE_STREAMS) * rounds + last
             }
         }
     }

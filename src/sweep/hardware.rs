@@ -48,8 +48,12 @@ impl HardwareAxes {
     }
 
     /// Number of hardware points (product of the list lengths, 1 when none is set).
+    /// Allocates nothing: the hot loop decodes every index with it.
     pub fn count(&self) -> usize {
-        self.axes().iter().map(Vec::len).product()
+        let lists = (self.bandwidth.iter().map(|(_, l)| l.len()))
+            .chain(self.latency.iter().map(|(_, l)| l.len()))
+            .chain([self.hbm.len(), self.peak.len(), self.gpus_per_node.len()]);
+        lists.filter(|&n| n > 0).product()
     }
 
     /// The hardware point that differs from point `h` only in HBM capacity, with the first
