@@ -136,6 +136,23 @@ pub struct Ctx<'a> {
     pub groups: Option<&'a HashMap<String, Vec<u32>>>,
 }
 
+impl<'a> Ctx<'a> {
+    /// The inputs, with default frontend knobs when `knobs` is None.
+    pub fn new(
+        net: &'a AstraNetwork,
+        sys: &'a AstraSystem,
+        knobs: &'a Knobs,
+        groups: Option<&'a HashMap<String, Vec<u32>>>,
+    ) -> Ctx<'a> {
+        Ctx {
+            net,
+            sys,
+            knobs,
+            groups,
+        }
+    }
+}
+
 /// Reads every NPU's trace under `prefix` (in parallel, with the lean reader) and converts it.
 pub fn load(prefix: &Path, ctx: &Ctx) -> Result<Workload> {
     let n = ctx.net.npus() as usize;
