@@ -135,8 +135,15 @@ fn optimizer_offload_round_trips_through_our_reader() {
             "rank {r}"
         );
         let c = cpu[0];
+        assert_eq!(c.name, "optimizer.step@0_CPU");
         assert_eq!(c.r#type, node_type::COMP);
         assert_eq!(c.duration_micros, cpu_us);
+        let names: Vec<&str> = stores.iter().map(|s| s.name.as_str()).collect();
+        let want: Vec<String> = (0..4)
+            .rev()
+            .map(|l| format!("transformer.{l}.grad@0_STORE"))
+            .collect();
+        assert_eq!(names, want);
         for s in &stores {
             assert_eq!(size(s), grad, "{}", s.name);
             // After the layer's DP reduction (ZeRO-1: reduce-scatter, all-gather).
@@ -310,6 +317,19 @@ fn every_offload_kind_has_its_hand_counted_memory_nodes() {
     let sc = scenario(&d, "none", &format!("{base}\nzero = 1"));
     let g = iteration::Generator::new(&sc.model, &sc.plan).unwrap();
     assert_eq!(g.stage_nodes(0), 32 + 4 + 10);
+    // Through the offload path, a plan without offload writes the same nodes and no
+    // remote memory.
+    assert!(
+        iteration::offload_tier(&sc.plan, &sc.system.tiers)
+            .unwrap()
+            .is_none()
+    );
+    let est = astrolabe::estimate::evaluate(&sc.model, &sc.system, &sc.plan).unwrap();
+    let cost = &est.time.offload;
+    let g = iteration::Generator::offloaded(&sc.model, &sc.plan, cost, &sc.system.tiers).unwrap();
+    assert_eq!(g.stage_nodes(0), 32 + 4 + 10);
+    assert_eq!(g.trace(0).nodes.len(), 32 + 4 + 10);
+    assert_eq!(*g.remote_memory(), RemoteMemory::NONE);
     std::fs::remove_dir_all(&d).ok();
 }
 
@@ -420,6 +440,10 @@ fn remote_memory_json_each_type_and_errors() {
 /// A hand-built workload on 2 NPUs of one switch: each NPU loads 10⁶ B from remote memory
 /// at 25 GB/s with 2000 ns latency: 2000 + ⌊10⁶/25⌋ = 42000 ns per access.
 fn two_npu_finish(mem: &RemoteMemory, nodes: &[chakra::Node]) -> u64 {
+    two_npu(mem, nodes).unwrap()
+}
+
+fn two_npu(mem: &RemoteMemory, nodes: &[chakra::Node]) -> astrolabe::error::Result<u64> {
     let net = export::network_from_topology(
         &astrolabe::network::Topology::parse("switch(2, 100GB/s, 1us)").unwrap(),
     );
@@ -434,8 +458,8 @@ fn two_npu_finish(mem: &RemoteMemory, nodes: &[chakra::Node]) -> u64 {
         },
         nodes: nodes.to_vec(),
     };
-    let w = trace::convert(&[t.clone(), t], &ctx).unwrap();
-    critical::critical_path(&w).unwrap().finish_ns
+    let w = trace::convert(&[t.clone(), t], &ctx)?;
+    Ok(critical::critical_path(&w)?.finish_ns)
 }
 
 fn node(id: u64, ty: i32, attr: Vec<chakra::AttributeProto>, micros: u64) -> chakra::Node {
@@ -479,6 +503,15 @@ fn memory_accesses_queue_as_each_memory_type_says() {
     let per_node = "PER_NODE_MEMORY_EXPANSION";
     assert_eq!(two_npu_finish(&with(per_node, &nodes(2, 1)), &one), 42000);
     assert_eq!(two_npu_finish(&with(per_node, &nodes(1, 2)), &one), 84000);
+    // One node of one NPU does not cover the second NPU: ASTRA-sim would index past its
+    // queues, the reader refuses.
+    let e = two_npu(&with(per_node, &nodes(1, 1)), &one)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("num-nodes") && e.contains("1 NPUs, but the network has 2"),
+        "{e}"
+    );
     // Two independent loads on one NPU share its communication slot (ASTRA-sim's
     // HardwareResource): 2 · 42000 even with per-NPU memory.
     let two = [load(0), load(1)];
