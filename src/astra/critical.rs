@@ -1,9 +1,11 @@
 //! The critical path of a whole workload: the finish time of per-NPU DAGs when
 //!
 //! - a task starts once all its data and control dependencies have finished;
-//! - each NPU runs one compute task, one memory task and **one communication task
-//!   (collective or send) at a time**, as ASTRA-sim's `HardwareResource` allows
-//!   (`is_available`: one in-flight GPU comm op; a receive never occupies it). Among
+//! - each NPU runs one compute task, one host-CPU task and **one communication task
+//!   (collective, send or memory access) at a time**, as ASTRA-sim's `HardwareResource`
+//!   allows (`is_available`/`occupy`, astra-sim 518bd513: a node that is neither a
+//!   COMP_NODE nor a receive, MEM_LOAD/STORE_NODEs included, takes the one in-flight GPU
+//!   comm op; a node with `is_cpu_op` the one CPU op; a receive never occupies it). Among
 //!   ready tasks waiting for a unit, the lowest Chakra node id goes first (ASTRA-sim's
 //!   feeder hands out dependency-free nodes in id order and pushes back those whose
 //!   resource is busy);
@@ -14,7 +16,11 @@
 //!   unit's `queue_threshold`). Because an NPU has one collective in flight, its chunks
 //!   never interleave with another collective's;
 //! - a send holds the NPU's communication slot for its message time; a receive ends at
-//!   max(its own ready time, matching send's start + message time).
+//!   max(its own ready time, matching send's start + message time);
+//! - a memory access holds the slot for its access time, after waiting for the accesses
+//!   ahead of it in its remote-memory queue when it has one ([`Workload::mem_queue`]):
+//!   end = max(start, queue free) + access time, FIFO in start order
+//!   (`AnalyticalRemoteMemory::issue` and `call` keep one access in flight per queue).
 //!
 //! Serialising sends and collectives through one slot, and choosing the next one by node
 //! id among everything ready at that instant, is what ASTRA-sim does (`Workload::
@@ -73,14 +79,14 @@ struct Unit {
 }
 
 const COMP: usize = 0;
-const MEM: usize = 1;
+const CPU: usize = 1;
 const COMM: usize = 2;
 
 fn unit_of(k: Kind) -> Option<usize> {
     match k {
         Kind::Comp => Some(COMP),
-        Kind::Mem => Some(MEM),
-        Kind::Coll(_) | Kind::Send(..) => Some(COMM),
+        Kind::Cpu => Some(CPU),
+        Kind::Coll(_) | Kind::Send(..) | Kind::Mem => Some(COMM),
         _ => None,
     }
 }
@@ -118,6 +124,8 @@ struct Sched<'a> {
     /// are queued (so that the lowest id among all of them goes first).
     touched: Vec<u32>,
     is_touched: Vec<bool>,
+    /// When each remote-memory queue is free again.
+    queue_free: Vec<u64>,
     est: Estimate,
 }
 
@@ -158,6 +166,15 @@ pub fn critical_path(w: &Workload) -> Result<Estimate> {
         ready: Vec::new(),
         touched: Vec::new(),
         is_touched: vec![false; n],
+        queue_free: {
+            let queues = w
+                .mem_queue
+                .iter()
+                .flatten()
+                .max()
+                .map_or(0, |&q| q as usize + 1);
+            vec![0; queues]
+        },
         est: Estimate {
             npu_finish_ns: vec![0; n],
             npu_compute_ns: vec![0; n],
@@ -193,7 +210,7 @@ impl Sched<'_> {
         }
         while let Some(npu) = self.touched.pop() {
             self.is_touched[npu as usize] = false;
-            for u in [COMP, MEM, COMM] {
+            for u in [COMP, CPU, COMM] {
                 let unit = &mut self.units[npu as usize][u];
                 if !unit.busy
                     && let Some(Reverse((_, task))) = unit.waiting.pop()
@@ -252,6 +269,19 @@ impl Sched<'_> {
                         self.sent.insert((npu, dst, tag), end);
                     }
                 }
+                Ok(())
+            }
+            Kind::Mem => {
+                let begin = match self.w.mem_queue.get(npu as usize).copied().flatten() {
+                    Some(q) => {
+                        let free = &mut self.queue_free[q as usize];
+                        let begin = t.max(*free);
+                        *free = begin + tk.ns;
+                        begin
+                    }
+                    None => t,
+                };
+                self.heap.push(begin + tk.ns, npu, task);
                 Ok(())
             }
             k => {

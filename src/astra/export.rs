@@ -2,7 +2,8 @@
 //! straight into full simulation:
 //!
 //! - `network.yml` ([`AstraNetwork::to_yaml`]), `system.json` ([`AstraSystem::to_json`]),
-//!   `remote_memory.json` (`NO_MEMORY_EXPANSION`);
+//!   `remote_memory.json` (`NO_MEMORY_EXPANSION`, or the offload tier as a per-NPU remote
+//!   memory for an offloaded training iteration: [`super::system_json::RemoteMemory::per_npu`]);
 //! - `<name>.<rank>.et` for every NPU, laid out exactly as ASTRA-sim's microbenchmark
 //!   generators (`examples/workload/microbenchmarks/generator_scripts/*.py`) write them:
 //!   `GlobalMetadata{version: "0.0.4"}`, then one `Node{id: 0, name, type: COMM_COLL_NODE,
@@ -16,7 +17,7 @@
 use super::chakra::{self, AttributeProto, GlobalMetadata, Node, TraceFile, comm_type, node_type};
 use super::model::{Impl, Op};
 use super::network_yaml::{AstraDim, AstraNetwork};
-use super::system_json::{AstraSystem, Optimization, Policy, REMOTE_MEMORY_JSON};
+use super::system_json::{AstraSystem, Optimization, Policy};
 use crate::error::{Error, Result};
 use crate::network::{DimKind, Topology};
 use std::path::{Path, PathBuf};
@@ -71,6 +72,7 @@ pub fn default_system(dims: usize, imp: Impl) -> AstraSystem {
         reduce_scatter: list,
         all_to_all: a2a,
         ignored: Vec::new(),
+        remote: super::system_json::RemoteMemory::NONE,
     }
 }
 
@@ -227,7 +229,8 @@ pub fn check_size(files: u64, nodes: u128) -> Result<()> {
     )
 }
 
-/// Writes network.yml, system.json, remote_memory.json and one `.et` per NPU into `dir`.
+/// Writes network.yml, system.json, remote_memory.json (`sys.remote`) and one `.et` per
+/// NPU into `dir`.
 pub fn write_microbenchmark(
     dir: &Path,
     net: &AstraNetwork,
@@ -285,11 +288,11 @@ fn progress(n: u64, what: &str) -> indicatif::ProgressBar {
 }
 
 /// Writes the three configuration files every export has: network.yml, system.json and
-/// remote_memory.json.
+/// remote_memory.json (`sys.remote`: `NO_MEMORY_EXPANSION` unless the plan offloads).
 fn write_configs(st: &mut Staging, net: &AstraNetwork, sys: &AstraSystem) -> Result<()> {
     st.write("network.yml", net.to_yaml().as_bytes())?;
     st.write("system.json", sys.to_json().as_bytes())?;
-    st.write("remote_memory.json", REMOTE_MEMORY_JSON.as_bytes())
+    st.write("remote_memory.json", sys.remote.to_json().as_bytes())
 }
 
 /// The system JSON for a training iteration on `device` in `precision`: the microbenchmark

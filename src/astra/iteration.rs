@@ -26,8 +26,28 @@
 //! divided by t. `num_ops` is written in FLOPs and `tensor_size`/`comm_size` in bytes,
 //! which is how ASTRA-sim reads them. A node's ctrl dep on the previous pass's last node
 //! keeps the schedule's order; data deps chain the nodes within a pass.
+//!
+//! An offloaded plan ([`Generator::offloaded`]) adds MEM_LOAD_NODE / MEM_STORE_NODE nodes
+//! (`tensor_size` in bytes, `is_cpu_op` false), one per transfer per layer as the
+//! estimate counts them ([`OffloadNodes`]), and the CPU optimizer step as a COMP_NODE
+//! with `is_cpu_op` true and its `duration_micros` (ASTRA-sim replays CPU nodes):
+//!
+//! - parameters: a load of the layer's shard before each forward and backward of the
+//!   layer (two in backward when DeepSpeed 2021 re-gathers for the recomputed forward),
+//!   issued one layer ahead (each load waits for the previous layer's load and for the
+//!   start of the layer before; the layer's first node waits for its load);
+//! - activations: a store after each layer's forward, a load (after that store) one
+//!   layer ahead of the layer's backward;
+//! - streamed gradients: a store after each layer's backward (fp32 on the last
+//!   micro-batch);
+//! - the step: with the optimizer offloaded, a gradient store per layer after its DP
+//!   reduction (unless streamed), the CPU step after all of them, then a load of each
+//!   layer's updated parameters (a store when they live on the parameter tier); with
+//!   parameters alone offloaded, a store per layer of the updated shard after its DP
+//!   reduction.
 
 use super::chakra::TraceFile;
+use super::system_json::RemoteMemory;
 use crate::error::{Error, Result};
 use crate::model::Model;
 use crate::model::transformer::Transformer;
@@ -108,6 +128,128 @@ fn sizes(m: &Transformer, plan: &Plan) -> Sizes {
     }
 }
 
+/// The offload transfers of one rank as nodes: bytes of one node of each kind (0: no
+/// such node), derived from the estimate's [`crate::offload::Cost`] of one device of the
+/// slowest stage (every rank carries those sizes, as the estimate counts them), with `L`
+/// layers per stage and `m` micro-batches:
+///
+/// - `fetch` = params_fetch / (m·(1 + f)·L), `f` backward loads per layer;
+/// - `act` = activations / (m·L) (stored in forward, loaded in backward);
+/// - `grad_stream` = P·(g, 4)/L with P = grads_stream / ((m − 1)·g + 4): `g`-byte
+///   gradients every micro-batch but the last, fp32 (4 B) on the last;
+/// - `grad_step` = grads_step / L, `params_step` = params_step / L.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct OffloadNodes {
+    /// One layer's parameter shard, loaded before each pass of the layer.
+    pub fetch: f64,
+    /// Parameter loads per layer in backward (`f`: 2 when DeepSpeed 2021 re-gathers for
+    /// the recomputed forward, else 1).
+    pub bwd_fetches: u32,
+    /// One layer's activations of one micro-batch.
+    pub act: f64,
+    /// One layer's streamed gradients: (every micro-batch but the last, the last).
+    pub grad_stream: (f64, f64),
+    /// One layer's gradients stored at the step (optimizer offload without streaming).
+    pub grad_step: f64,
+    /// One layer's updated parameters after the step.
+    pub params_step: f64,
+    /// Whether `params_step` is a store (to the parameter tier) rather than a load.
+    pub params_store: bool,
+    /// The CPU optimizer step, µs (rounded); None when the optimizer stays on the GPU.
+    pub cpu_step_us: Option<u64>,
+}
+
+impl OffloadNodes {
+    /// The nodes of `cost` for `plan` with `layers` layers per stage (formulas above).
+    pub fn new(plan: &Plan, layers: u32, cost: &crate::offload::Cost) -> OffloadNodes {
+        use crate::offload::cost::FP32_GRAD;
+        let o = &plan.offload;
+        let l = f64::from(layers.max(1));
+        let m = f64::from(plan.micro_batches.max(1));
+        let regather = plan.zero3_impl == crate::parallel::Zero3Impl::Deepspeed2021
+            && plan.recompute == Recompute::Full;
+        let f = if regather { 2 } else { 1 };
+        let g = plan.optimizer.bytes_per_param().1;
+        let p_opt = cost.grads_stream.bytes / ((m - 1.0) * g + FP32_GRAD);
+        OffloadNodes {
+            fetch: cost.params_fetch.bytes / (m * f64::from(1 + f) * l),
+            bwd_fetches: f,
+            act: cost.activations.bytes / (m * l),
+            grad_stream: (p_opt * g / l, p_opt * FP32_GRAD / l),
+            grad_step: cost.grads_step.bytes / l,
+            params_step: cost.params_step.bytes / l,
+            params_store: o.params.off(),
+            cpu_step_us: o
+                .optimizer
+                .off()
+                .then(|| (cost.cpu_step.get() * 1e6).round() as u64),
+        }
+    }
+
+    /// Extra nodes of one rank: per micro-batch `L·([fetch] + [act])` in forward and
+    /// `L·(f·[fetch] + [act] + [grad_stream])` in backward, then
+    /// `L·[grad_step] + [cpu step] + L·[params_step]` at the step (`[x]` = 1 when that
+    /// node kind exists).
+    pub fn nodes(&self, layers: u32, micro_batches: u32) -> u64 {
+        let has = |b: f64| u64::from(b > 0.0);
+        let l = u64::from(layers);
+        let fwd = l * (has(self.fetch) + has(self.act));
+        let bwd = l
+            * (u64::from(self.bwd_fetches) * has(self.fetch)
+                + has(self.act)
+                + has(self.grad_stream.0 + self.grad_stream.1));
+        let step = l * (has(self.grad_step) + has(self.params_step))
+            + u64::from(self.cpu_step_us.is_some());
+        u64::from(micro_batches) * (fwd + bwd) + step
+    }
+}
+
+/// The tier an offloaded plan moves data to, as ASTRA-sim's one remote memory: the
+/// parameter tier, the host for activations, the optimizer's tier for gradients and the
+/// step. None without offload; an error when the plan uses two tiers (ASTRA-sim has one
+/// remote memory per run) or the system lacks the tier.
+pub fn offload_tier(
+    plan: &Plan,
+    tiers: &crate::offload::Tiers,
+) -> Result<Option<crate::offload::Tier>> {
+    use crate::offload::TierKind;
+    let o = &plan.offload;
+    let mut kinds: Vec<TierKind> = Vec::new();
+    for k in [
+        o.params.tier(),
+        o.activations.off().then_some(TierKind::Host),
+        o.optimizer.tier(),
+    ]
+    .into_iter()
+    .flatten()
+    {
+        if !kinds.contains(&k) {
+            kinds.push(k);
+        }
+    }
+    match kinds.as_slice() {
+        [] => Ok(None),
+        [k] => tiers.get(*k).copied().map(Some).ok_or_else(|| {
+            Error::input(
+                "offload",
+                format!(
+                    "export astra: the plan offloads to a '{}' tier the system does not have",
+                    k.name()
+                ),
+            )
+        }),
+        _ => {
+            let names: Vec<&str> = kinds.iter().map(|k| k.name()).collect();
+            Err(Error::Unsupported(format!(
+                "export astra: the plan offloads to {} tiers ({}); ASTRA-sim has one remote \
+                 memory per run (offload to one tier, e.g. zero-infinity:host)",
+                names.len(),
+                names.join(" and ")
+            )))
+        }
+    }
+}
+
 /// Where a rank sits.
 #[derive(Clone, Copy)]
 pub(super) struct Pos {
@@ -150,11 +292,62 @@ pub struct Generator<'a> {
     m: &'a Transformer,
     plan: &'a Plan,
     sz: Sizes,
+    off: Option<OffloadNodes>,
+    remote: RemoteMemory,
 }
 
 impl<'a> Generator<'a> {
-    /// Checks that the model and plan can be exported.
+    /// Checks that the model and plan (without offload) can be exported.
     pub fn new(model: &'a Model, plan: &'a Plan) -> Result<Generator<'a>> {
+        if plan.offload.any() {
+            return Err(Error::Unsupported(
+                "export astra: an offloaded plan is exported with its estimate's transfers \
+                 (Generator::offloaded)"
+                    .into(),
+            ));
+        }
+        Self::check(model, plan)
+    }
+
+    /// An offloaded plan: its transfers as MEM nodes sized from the estimate's offload
+    /// `cost` ([`OffloadNodes`]), and the tier they use as a per-NPU remote memory
+    /// ([`RemoteMemory::per_npu`]; [`offload_tier`]).
+    pub fn offloaded(
+        model: &'a Model,
+        plan: &'a Plan,
+        cost: &crate::offload::Cost,
+        tiers: &crate::offload::Tiers,
+    ) -> Result<Generator<'a>> {
+        let mut g = Self::check(model, plan)?;
+        if cost.plan != plan.offload {
+            return Err(Error::input(
+                "offload",
+                format!(
+                    "export astra: the cost is of offload '{}' but the plan's is '{}'",
+                    cost.plan.name(),
+                    plan.offload.name()
+                ),
+            ));
+        }
+        if let Some(tier) = offload_tier(plan, tiers)? {
+            let layers = plan.layers_per_stage(g.m.layers);
+            g.off = Some(OffloadNodes::new(plan, layers, cost));
+            g.remote = RemoteMemory::per_npu(&tier);
+        }
+        Ok(g)
+    }
+
+    /// The remote memory the traces' MEM nodes use (`remote_memory.json`).
+    pub fn remote_memory(&self) -> &RemoteMemory {
+        &self.remote
+    }
+
+    /// The offload nodes' sizes, when the plan offloads.
+    pub fn offload_nodes(&self) -> Option<&OffloadNodes> {
+        self.off.as_ref()
+    }
+
+    fn check(model: &'a Model, plan: &'a Plan) -> Result<Generator<'a>> {
         let m = model.transformer().ok_or_else(|| {
             Error::Unsupported("export astra --scenario needs a transformer model".into())
         })?;
@@ -201,6 +394,8 @@ impl<'a> Generator<'a> {
             m,
             plan,
             sz: sizes(m, plan),
+            off: None,
+            remote: RemoteMemory::NONE,
         })
     }
 
@@ -219,7 +414,8 @@ impl<'a> Generator<'a> {
     /// where `tp` and `sp` are 1 when the layer has that collective (TP > 1, SP on):
     /// forward `[AG] COMP [RS|AR]` per block, backward `[AG AG] COMP [RS|AR]` per block,
     /// a send and a receive per pass that crosses each stage boundary, and the DP
-    /// reduction per layer (and embedding on stage 0).
+    /// reduction per layer (and embedding on stage 0); plus, for an offloaded plan, the
+    /// nodes of [`OffloadNodes::nodes`].
     pub fn stage_nodes(&self, p: u32) -> u64 {
         let plan = self.plan;
         let m = u64::from(plan.micro_batches);
@@ -235,7 +431,10 @@ impl<'a> Generator<'a> {
         } else {
             (l + u64::from(p == 0)) * (1 + u64::from(plan.zero >= 1))
         };
-        m * (fwd + bwd + 2 * q) + grad
+        let off = self
+            .off
+            .map_or(0, |o| o.nodes(l as u32, plan.micro_batches));
+        m * (fwd + bwd + 2 * q) + grad + off
     }
 
     /// Nodes in the whole iteration, summed over every rank: `tp·dp·Σ_p N(p)`.
@@ -254,7 +453,7 @@ impl<'a> Generator<'a> {
             d: rank / tp % dp,
             p: rank / tp / dp,
         };
-        npu_trace(self.m, self.plan, &self.sz, pos)
+        npu_trace(self.m, self.plan, &self.sz, self.off.as_ref(), pos)
     }
 
     /// Communicator groups in id order: DP groups first, then TP groups.

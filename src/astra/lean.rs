@@ -8,7 +8,7 @@ use super::chakra::{self, AttrValue};
 use crate::error::{Error, Result};
 
 /// Integer attributes the estimate reads, by index into [`Rec::ints`].
-pub const ATTRS: [&str; 7] = [
+pub const ATTRS: [&str; 8] = [
     "comm_type",
     "comm_size",
     "num_ops",
@@ -16,6 +16,7 @@ pub const ATTRS: [&str; 7] = [
     "comm_src",
     "comm_dst",
     "comm_tag",
+    "is_cpu_op",
 ];
 /// Index of `comm_type` in [`Rec::ints`].
 pub const COMM_TYPE: usize = 0;
@@ -31,6 +32,8 @@ pub const COMM_SRC: usize = 4;
 pub const COMM_DST: usize = 5;
 /// Index of `comm_tag`.
 pub const COMM_TAG: usize = 6;
+/// Index of `is_cpu_op` (a bool, read as 0 or 1).
+pub const IS_CPU_OP: usize = 7;
 
 /// One node, reduced to what the estimate uses.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -44,7 +47,7 @@ pub struct Rec {
     /// Dependencies (data and control) are `Recs::deps[deps.0..deps.1]`.
     pub deps: (u32, u32),
     /// The integer attributes of [`ATTRS`] (None when absent or not an integer).
-    pub ints: [Option<i128>; 7],
+    pub ints: [Option<i128>; 8],
     /// Bit k set: attribute `ATTRS[k]` is present but holds no integer (a string, a list).
     pub not_int: u8,
     /// `pg_name` (communicator group), when present.
@@ -293,7 +296,7 @@ const INVOLVED_DIM: u128 = pack(b"involved_dim");
 
 /// Index of a packed attribute name in [`ATTRS`].
 fn attr_index(name: u128) -> Option<usize> {
-    const KEYS: [u128; 7] = [
+    const KEYS: [u128; 8] = [
         pack(b"comm_type"),
         pack(b"comm_size"),
         pack(b"num_ops"),
@@ -301,6 +304,7 @@ fn attr_index(name: u128) -> Option<usize> {
         pack(b"comm_src"),
         pack(b"comm_dst"),
         pack(b"comm_tag"),
+        pack(b"is_cpu_op"),
     ];
     KEYS.iter().position(|&k| k == name)
 }
@@ -368,6 +372,7 @@ mod tests {
         assert_eq!(lean, from_trace(&t));
         assert_eq!(lean.recs[0].ints[COMM_SIZE], Some(1 << 40));
         assert_eq!(lean.recs[1].ints[NUM_OPS], Some(-3));
+        assert_eq!(lean.recs[0].ints[IS_CPU_OP], Some(0));
         assert!(decode(&encode(&t)[..20], "t").is_err());
         for (i, name) in ATTRS.iter().enumerate() {
             assert_eq!(attr_index(pack(name.as_bytes())), Some(i));

@@ -106,6 +106,9 @@ pub struct AstraSystem {
     pub all_to_all: Vec<Impl>,
     /// Keys read but without effect on the congestion-unaware timing.
     pub ignored: Vec<String>,
+    /// The remote memory (a separate file, `--remote-memory-configuration`; none unless
+    /// set).
+    pub remote: RemoteMemory,
 }
 
 fn flag(v: &Option<Value>, key: &str, what: &str) -> Result<bool> {
@@ -305,6 +308,7 @@ impl AstraSystem {
                 what,
             )?,
             ignored,
+            remote: RemoteMemory::NONE,
         })
     }
 
@@ -336,29 +340,282 @@ impl AstraSystem {
     }
 }
 
-/// The remote-memory JSON: `{"memory-type": "NO_MEMORY_EXPANSION"}` is the only kind
-/// the analytical backend's microbenchmarks use; others are reported as unsupported.
-pub fn read_remote_memory(text: &str, what: &str) -> Result<()> {
-    #[derive(Deserialize)]
-    #[serde(deny_unknown_fields)]
-    struct Mem {
-        #[serde(rename = "memory-type")]
-        memory_type: String,
-    }
-    let m: Mem = serde_json::from_str(text).map_err(|e| Error::File {
-        path: what.into(),
-        message: e.to_string(),
-    })?;
-    if m.memory_type != "NO_MEMORY_EXPANSION" {
-        return Err(Error::Unsupported(format!(
-            "{what}: memory-type '{}' is not modelled (only NO_MEMORY_EXPANSION)",
-            m.memory_type
-        )));
-    }
-    Ok(())
+/// `memory-type` of ASTRA-sim's analytical remote memory
+/// (`extern/remote_memory_backend/analytical/AnalyticalRemoteMemory.hh` at astra-sim
+/// 518bd513, submodule astra-memory-analytical 641cce85).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MemoryType {
+    /// `NO_MEMORY_EXPANSION`: no remote memory; ASTRA-sim stops at the first MEM node.
+    NoExpansion,
+    /// `PER_NPU_MEMORY_EXPANSION`: each NPU has its own remote memory; its accesses do
+    /// not queue behind other NPUs'.
+    PerNpu,
+    /// `PER_NODE_MEMORY_EXPANSION`: one remote memory per node of `num-npus-per-node`
+    /// NPUs, one access at a time (a FIFO queue per node).
+    PerNode,
+    /// `MEMORY_POOL`: one remote memory for every NPU, one access at a time.
+    Pool,
 }
 
-/// The remote-memory JSON Astrolabe writes.
+impl MemoryType {
+    /// Every type with its JSON name.
+    pub const ALL: [(MemoryType, &'static str); 4] = [
+        (MemoryType::NoExpansion, "NO_MEMORY_EXPANSION"),
+        (MemoryType::PerNpu, "PER_NPU_MEMORY_EXPANSION"),
+        (MemoryType::PerNode, "PER_NODE_MEMORY_EXPANSION"),
+        (MemoryType::Pool, "MEMORY_POOL"),
+    ];
+
+    /// The JSON name.
+    pub fn name(self) -> &'static str {
+        Self::ALL
+            .iter()
+            .find(|(t, _)| *t == self)
+            .map_or("", |(_, n)| n)
+    }
+}
+
+/// ASTRA-sim's remote-memory JSON (`--remote-memory-configuration`), as
+/// `AnalyticalRemoteMemory`'s constructor reads it: `memory-type`, `remote-mem-latency`
+/// (ns, `uint64_t`), `remote-mem-bw` (GB/s decimal, `uint64_t`: bytes per ns), and for
+/// `PER_NODE_MEMORY_EXPANSION` `num-nodes` and `num-npus-per-node` (`int`).
+///
+/// A MEM_LOAD_NODE or MEM_STORE_NODE of `tensor_size` S bytes takes
+/// `remote-mem-latency + ⌊S / remote-mem-bw⌋` ns
+/// (`AnalyticalRemoteMemory::get_remote_mem_runtime`), queued FIFO behind the node's or
+/// the pool's access in flight for the shared types (`issue`, `call`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct RemoteMemory {
+    /// `memory-type`.
+    pub memory_type: MemoryType,
+    /// `remote-mem-latency`, ns per access.
+    pub latency_ns: u64,
+    /// `remote-mem-bw`, GB/s decimal (= bytes per ns).
+    pub bw_gbps: u64,
+    /// `num-nodes` (`PER_NODE_MEMORY_EXPANSION`).
+    pub num_nodes: u32,
+    /// `num-npus-per-node` (`PER_NODE_MEMORY_EXPANSION`).
+    pub npus_per_node: u32,
+}
+
+/// The serde mirror of the remote-memory JSON: every key `AnalyticalRemoteMemory` reads.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+struct RawMemory {
+    memory_type: Option<String>,
+    remote_mem_latency: Option<f64>,
+    remote_mem_bw: Option<f64>,
+    num_nodes: Option<f64>,
+    num_npus_per_node: Option<f64>,
+}
+
+/// A whole number for a key ASTRA-sim reads into an integer type (nlohmann's conversion
+/// of a JSON float truncates it silently, so fractions are refused here).
+fn whole(v: Option<f64>, key: &str, what: &str, unit: &str, max: f64) -> Result<Option<f64>> {
+    match v {
+        None => Ok(None),
+        Some(x) if x.fract() == 0.0 && x >= 0.0 && x <= max => Ok(Some(x)),
+        Some(x) => Err(Error::input(
+            format!("{what}: '{key}'"),
+            format!(
+                "expected a whole number of {unit} (ASTRA-sim reads an integer; {x} would be truncated or overflow)"
+            ),
+        )),
+    }
+}
+
+impl RemoteMemory {
+    /// No remote memory (`{"memory-type": "NO_MEMORY_EXPANSION"}`).
+    pub const NONE: RemoteMemory = RemoteMemory {
+        memory_type: MemoryType::NoExpansion,
+        latency_ns: 0,
+        bw_gbps: 0,
+        num_nodes: 0,
+        npus_per_node: 0,
+    };
+
+    /// Parses JSON text; `what` names the source in errors. Refused, as ASTRA-sim would
+    /// misbehave on them: a missing `memory-type` (left uninitialised), an unknown one
+    /// (exits), `remote-mem-bw` 0 or missing with remote memory (divides by zero),
+    /// `num-npus-per-node` or `num-nodes` 0 or missing for `PER_NODE_MEMORY_EXPANSION`
+    /// (divides by zero, indexes past its queues).
+    pub fn parse(text: &str, what: &str) -> Result<RemoteMemory> {
+        let raw: RawMemory = serde_json::from_str(text).map_err(|e| Error::File {
+            path: what.into(),
+            message: e.to_string(),
+        })?;
+        let key = |k: &str| format!("{what}: '{k}'");
+        let names: Vec<&str> = MemoryType::ALL.iter().map(|(_, n)| *n).collect();
+        let name = raw.memory_type.ok_or_else(|| {
+            Error::input(
+                key("memory-type"),
+                format!("missing (expected one of {})", names.join(", ")),
+            )
+        })?;
+        let memory_type = MemoryType::ALL
+            .iter()
+            .find(|(_, n)| *n == name)
+            .map(|(t, _)| *t)
+            .ok_or_else(|| {
+                Error::unknown("memory-type", &name, &names).context(key("memory-type"))
+            })?;
+        let u64max = u64::MAX as f64;
+        let i32max = i32::MAX as f64;
+        let latency = whole(
+            raw.remote_mem_latency,
+            "remote-mem-latency",
+            what,
+            "ns",
+            u64max,
+        )?;
+        let bw = whole(raw.remote_mem_bw, "remote-mem-bw", what, "GB/s", u64max)?;
+        let nodes = whole(raw.num_nodes, "num-nodes", what, "nodes", i32max)?;
+        let per = whole(
+            raw.num_npus_per_node,
+            "num-npus-per-node",
+            what,
+            "NPUs",
+            i32max,
+        )?;
+        let remote = memory_type != MemoryType::NoExpansion;
+        if remote && bw.unwrap_or(0.0) == 0.0 {
+            return Err(Error::input(
+                key("remote-mem-bw"),
+                "must be set and at least 1 GB/s with remote memory: ASTRA-sim's default 0 \
+                 divides every access by zero",
+            ));
+        }
+        let per_node = memory_type == MemoryType::PerNode;
+        for (k, v) in [("num-nodes", nodes), ("num-npus-per-node", per)] {
+            if per_node && v.unwrap_or(0.0) == 0.0 {
+                return Err(Error::input(
+                    key(k),
+                    "must be set and at least 1 for PER_NODE_MEMORY_EXPANSION: ASTRA-sim's \
+                     default 0 divides the NPU id by zero or has no queue for the node",
+                ));
+            }
+        }
+        Ok(RemoteMemory {
+            memory_type,
+            latency_ns: latency.unwrap_or(0.0) as u64,
+            bw_gbps: bw.unwrap_or(0.0) as u64,
+            num_nodes: if per_node {
+                nodes.unwrap_or(0.0) as u32
+            } else {
+                0
+            },
+            npus_per_node: if per_node {
+                per.unwrap_or(0.0) as u32
+            } else {
+                0
+            },
+        })
+    }
+
+    /// Reads and parses a file.
+    pub fn read(path: &Path) -> Result<RemoteMemory> {
+        let text = crate::limits::read_text(path)?;
+        Self::parse(&text, &path.display().to_string())
+    }
+
+    /// Whether MEM nodes go to a remote memory (any type but `NO_MEMORY_EXPANSION`).
+    pub fn is_remote(&self) -> bool {
+        self.memory_type != MemoryType::NoExpansion
+    }
+
+    /// Time of one access of `bytes`, ns: `remote-mem-latency + ⌊bytes / remote-mem-bw⌋`
+    /// (`AnalyticalRemoteMemory::get_remote_mem_runtime`, double division then a cast).
+    pub fn access_ns(&self, bytes: u64) -> f64 {
+        self.latency_ns as f64 + (bytes as f64 / self.bw_gbps.max(1) as f64).floor()
+    }
+
+    /// The access queue NPU `npu`'s requests wait in: its node's
+    /// (`npu / num-npus-per-node`) for `PER_NODE_MEMORY_EXPANSION`, the one pool queue
+    /// for `MEMORY_POOL`, none otherwise (each NPU's accesses run independently).
+    pub fn queue(&self, npu: u32) -> Option<u32> {
+        match self.memory_type {
+            MemoryType::PerNode => Some(npu / self.npus_per_node.max(1)),
+            MemoryType::Pool => Some(0),
+            _ => None,
+        }
+    }
+
+    /// Checks that the nodes cover a network of `npus` NPUs (ASTRA-sim indexes its
+    /// per-node queues by `npu / num-npus-per-node` without a bound check).
+    pub fn check_npus(&self, npus: u64, what: &str) -> Result<()> {
+        let covered = u64::from(self.num_nodes) * u64::from(self.npus_per_node);
+        if self.memory_type == MemoryType::PerNode && covered < npus {
+            return Err(Error::input(
+                format!("{what}: 'num-nodes'"),
+                format!(
+                    "{} nodes × {} NPUs per node cover {covered} NPUs, but the network has {npus}",
+                    self.num_nodes, self.npus_per_node
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The remote memory as one of our tiers (`kind = "remote"`), per NPU, for a network
+    /// of `npus` NPUs: bandwidth `remote-mem-bw` (bytes per ns = GB/s) divided by the NPUs
+    /// sharing one access queue (1 per NPU, `num-npus-per-node` per node, all NPUs for the
+    /// pool: one access at a time, so each gets that share when all move data, as a
+    /// tier's `bandwidth` is defined), latency `remote-mem-latency`. ASTRA-sim's JSON has
+    /// no capacity: the tier's is unbounded (infinite). None for `NO_MEMORY_EXPANSION`.
+    pub fn tier(&self, npus: u64) -> Option<crate::offload::Tier> {
+        let shared = match self.memory_type {
+            MemoryType::NoExpansion => return None,
+            MemoryType::PerNpu => 1.0,
+            MemoryType::PerNode => self.npus_per_node.max(1) as f64,
+            MemoryType::Pool => npus.max(1) as f64,
+        };
+        Some(crate::offload::Tier {
+            kind: crate::offload::TierKind::Remote,
+            capacity: crate::units::Bytes::new(f64::INFINITY),
+            bandwidth: crate::units::Bandwidth::new(self.bw_gbps as f64 * 1e9 / shared),
+            latency: crate::units::Seconds::new(self.latency_ns as f64 * 1e-9),
+            adam_rate: 0.0,
+        })
+    }
+
+    /// A per-NPU remote memory standing for one of our tiers (what `export astra` writes
+    /// for an offloaded plan): `PER_NPU_MEMORY_EXPANSION`, because a tier's bandwidth is
+    /// already each GPU's share with every sharer moving data, so accesses need no further
+    /// queue; `remote-mem-bw` = bandwidth in GB/s and `remote-mem-latency` = latency in
+    /// ns, both rounded to whole numbers (ASTRA-sim reads integers; at least 1 GB/s).
+    pub fn per_npu(tier: &crate::offload::Tier) -> RemoteMemory {
+        RemoteMemory {
+            memory_type: MemoryType::PerNpu,
+            latency_ns: (tier.latency.get() * 1e9).round() as u64,
+            bw_gbps: ((tier.bandwidth.get() / 1e9).round() as u64).max(1),
+            num_nodes: 0,
+            npus_per_node: 0,
+        }
+    }
+
+    /// The JSON text (the keys ASTRA-sim reads for this type).
+    pub fn to_json(&self) -> String {
+        if !self.is_remote() {
+            return REMOTE_MEMORY_JSON.to_string();
+        }
+        let mut j = serde_json::json!({ "memory-type": self.memory_type.name() });
+        j["remote-mem-latency"] = self.latency_ns.into();
+        j["remote-mem-bw"] = self.bw_gbps.into();
+        if self.memory_type == MemoryType::PerNode {
+            j["num-nodes"] = self.num_nodes.into();
+            j["num-npus-per-node"] = self.npus_per_node.into();
+        }
+        // Serialising a json! value cannot fail.
+        serde_json::to_string_pretty(&j).unwrap_or_default() + "\n"
+    }
+}
+
+/// Parses a remote-memory JSON (see [`RemoteMemory::parse`]).
+pub fn read_remote_memory(text: &str, what: &str) -> Result<RemoteMemory> {
+    RemoteMemory::parse(text, what)
+}
+
+/// The remote-memory JSON Astrolabe writes when nothing is offloaded.
 pub const REMOTE_MEMORY_JSON: &str = "{\n    \"memory-type\": \"NO_MEMORY_EXPANSION\"\n}\n";
 
 #[cfg(test)]

@@ -8,7 +8,14 @@
 //!   `tensor_size` are read as FLOP and bytes, whatever the generator meant); nodes with
 //!   tensor_size 0 or num_ops 0 cost nothing. Without roofline: the recorded
 //!   `duration_micros` ×1000.
-//! - MEM_LOAD/STORE_NODE: tensor_size / LMBW (local memory; NO_MEMORY_EXPANSION).
+//!   A COMP_NODE with `is_cpu_op` true runs on the host CPU: ASTRA-sim replays its
+//!   recorded duration whatever the roofline says (`Workload::issue`, astra-sim 518bd513).
+//! - MEM_LOAD/STORE_NODE with a remote memory (`sys.remote`, any type but
+//!   NO_MEMORY_EXPANSION): `remote-mem-latency + ⌊tensor_size / remote-mem-bw⌋` ns
+//!   (`Workload::issue_remote_mem` → `AnalyticalRemoteMemory::get_remote_mem_runtime`),
+//!   waiting in its node's or the pool's FIFO queue for the shared types
+//!   ([`Workload::mem_queue`]). Without one: tensor_size / LMBW (local memory; ASTRA-sim
+//!   itself stops at the first MEM node under NO_MEMORY_EXPANSION).
 //! - COMM_COLL_NODE: [`super::model`] for the whole system (no `pg_name`) or for the
 //!   communicator group named by `pg_name` (`--comm-group-configuration`): one logical
 //!   dimension over the group's members, whose links are those of the slowest network
@@ -35,7 +42,9 @@ use build::{Interner, intern, link};
 pub enum Kind {
     /// Computation on the NPU's compute unit.
     Comp,
-    /// Local memory access.
+    /// Computation on the host CPU (a COMP_NODE with `is_cpu_op`).
+    Cpu,
+    /// Memory access (remote, or local without a remote memory).
     Mem,
     /// Collective number `.0` of [`Workload::collectives`].
     Coll(u32),
@@ -101,6 +110,10 @@ pub struct Workload {
     /// Pieces a collective runs at once (active-chunks-per-dimension, rounded up to a
     /// multiple of the queues per dimension).
     pub active: u32,
+    /// Per NPU: the remote-memory queue its MEM nodes wait in, one access at a time
+    /// (its node's for PER_NODE_MEMORY_EXPANSION, the pool's for MEMORY_POOL), or none
+    /// (empty when no NPU has one).
+    pub mem_queue: Vec<Option<u32>>,
 }
 
 /// Communicator groups: `{"<id>": [ranks...], ...}` (ASTRA-sim `--comm-group-configuration`).
@@ -121,6 +134,23 @@ pub struct Ctx<'a> {
     pub knobs: &'a Knobs,
     /// Communicator groups, if given.
     pub groups: Option<&'a HashMap<String, Vec<u32>>>,
+}
+
+impl<'a> Ctx<'a> {
+    /// The inputs, with default frontend knobs when `knobs` is None.
+    pub fn new(
+        net: &'a AstraNetwork,
+        sys: &'a AstraSystem,
+        knobs: &'a Knobs,
+        groups: Option<&'a HashMap<String, Vec<u32>>>,
+    ) -> Ctx<'a> {
+        Ctx {
+            net,
+            sys,
+            knobs,
+            groups,
+        }
+    }
 }
 
 /// Reads every NPU's trace under `prefix` (in parallel, with the lean reader) and converts it.
@@ -157,7 +187,7 @@ fn check_count(n: usize, ctx: &Ctx) -> Result<()> {
             format!("{n} traces for a network of {} NPUs", ctx.net.npus()),
         ));
     }
-    Ok(())
+    ctx.sys.remote.check_npus(n as u64, "remote memory")
 }
 
 /// Converts decoded traces (one per NPU, rank order) into a [`Workload`].
@@ -210,10 +240,15 @@ fn merge(per: Vec<(Npu, Vec<CollKey>)>, ctx: &Ctx) -> Result<Workload> {
     }
     check_total(&npus, &colls)?;
     let q = ctx.knobs.queues_per_dim.max(1);
+    let mem_queue = (0..npus.len() as u32)
+        .map(|r| ctx.sys.remote.queue(r))
+        .collect::<Vec<_>>();
+    let shared = mem_queue.iter().any(Option::is_some);
     Ok(Workload {
         npus,
         collectives: colls,
         active: ctx.sys.active_chunks.div_ceil(q) * q,
+        mem_queue: if shared { mem_queue } else { Vec::new() },
     })
 }
 
@@ -238,13 +273,22 @@ fn task_cost(r: &lean::Rec, rank: usize, ctx: &Ctx, keys: &mut Interner) -> Resu
     };
     let lmbw = ctx.sys.local_mem_bw_gbps;
     match r.ty {
+        node_type::COMP if r.uint(lean::IS_CPU_OP)?.unwrap_or(0) != 0 => {
+            t.kind = Kind::Cpu;
+            t.ns = fit_ns(u128::from(r.duration_micros) * 1000, "duration_micros")?;
+        }
         node_type::COMP => {
             t.kind = Kind::Comp;
             t.ns = comp_ns(r, ctx.sys)?;
         }
         node_type::MEM_LOAD | node_type::MEM_STORE => {
             t.kind = Kind::Mem;
-            let ns = (r.uint(lean::TENSOR_SIZE)?.unwrap_or(0) as f64 / lmbw).floor();
+            let size = r.uint(lean::TENSOR_SIZE)?.unwrap_or(0);
+            let ns = if ctx.sys.remote.is_remote() {
+                ctx.sys.remote.access_ns(size)
+            } else {
+                (size as f64 / lmbw).floor()
+            };
             t.ns = float_ns(ns, "memory access")?;
         }
         node_type::COMM_COLL => {

@@ -44,7 +44,8 @@ pub struct AstraArgs {
     /// ASTRA-sim system JSON.
     #[arg(long, value_name = "FILE.json")]
     pub system: PathBuf,
-    /// ASTRA-sim remote-memory JSON (checked; only NO_MEMORY_EXPANSION is modelled).
+    /// ASTRA-sim remote-memory JSON: NO_MEMORY_EXPANSION, PER_NPU_MEMORY_EXPANSION,
+    /// PER_NODE_MEMORY_EXPANSION or MEMORY_POOL; times the workload's MEM nodes.
     #[arg(long, value_name = "FILE.json")]
     pub remote_memory: Option<PathBuf>,
     /// Chakra workload prefix: reads PREFIX.RANK.et for every NPU of the network.
@@ -164,9 +165,11 @@ fn parse_op(s: &str) -> Result<Op> {
 /// Runs `astrolabe astra`.
 pub fn run(args: &AstraArgs) -> Result<Report> {
     let net = AstraNetwork::read(&args.network)?;
-    let sys = AstraSystem::read(&args.system)?;
+    let mut sys = AstraSystem::read(&args.system)?;
     if let Some(p) = &args.remote_memory {
-        system_json::read_remote_memory(&read_text(p)?, &p.display().to_string())?;
+        let what = p.display().to_string();
+        sys.remote = system_json::read_remote_memory(&read_text(p)?, &what)?;
+        sys.remote.check_npus(net.npus(), &what)?;
     }
     if args.num_queues_per_dim == 0 {
         return Err(Error::input("--num-queues-per-dim", "must be at least 1"));
@@ -204,6 +207,32 @@ pub fn run(args: &AstraArgs) -> Result<Report> {
         ));
     }
     Ok(report)
+}
+
+/// How the workload's MEM nodes were timed, when it has any.
+fn memory_note(w: &trace::Workload, sys: &AstraSystem) -> Option<String> {
+    let mem = w.npus.iter().flat_map(|n| &n.tasks);
+    let n = mem.filter(|t| t.kind == trace::Kind::Mem).count();
+    if n == 0 {
+        return None;
+    }
+    let r = &sys.remote;
+    Some(match r.tier(w.npus.len() as u64) {
+        Some(t) => format!(
+            "{n} MEM nodes on the remote memory ({}): remote-mem-latency + ⌊tensor_size / \
+             remote-mem-bw⌋ = {} ns + bytes / {} GB/s each; as a tier: {} per NPU with every \
+             NPU moving data",
+            r.memory_type.name(),
+            r.latency_ns,
+            r.bw_gbps,
+            t.bandwidth
+        ),
+        None => format!(
+            "{n} MEM nodes timed as local memory (tensor_size / local-mem-bw): no remote memory \
+             given; ASTRA-sim itself stops at the first MEM node under NO_MEMORY_EXPANSION \
+             (AnalyticalRemoteMemory::issue)"
+        ),
+    })
 }
 
 fn secs(ns: u64) -> Cell {
@@ -434,10 +463,11 @@ fn run_workload(
     report.tables.push(per);
     report.notes.extend(notes);
     report.notes.push(
-        "critical path through the per-NPU DAGs: per NPU one compute unit and one \
-         communication slot (a collective or send in flight, as ASTRA-sim's HardwareResource), \
-         the lowest ready node id first; collectives synchronise their group"
+        "critical path through the per-NPU DAGs: per NPU one compute unit, one CPU unit and \
+         one communication slot (a collective, send or memory access in flight, as ASTRA-sim's \
+         HardwareResource), the lowest ready node id first; collectives synchronise their group"
             .into(),
     );
+    report.notes.extend(memory_note(&w, sys));
     Ok(report)
 }

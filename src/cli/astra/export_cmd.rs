@@ -45,11 +45,18 @@ fn scenario(a: &super::ExportAstraArgs) -> Result<Option<Scenario>> {
 
 /// `export astra --scenario`: one training iteration, with our two estimates beside it.
 fn export_scenario(sc: &Scenario, out: &Path) -> Result<Report> {
-    let generator = iteration::Generator::new(&sc.model, &sc.plan)?;
-    let net = export::network_from_topology(&sc.system.topology);
-    let sys = export::iteration_system(net.dims.len(), &sc.system.device, sc.plan.precision)?;
-    // Our estimate first: a plan it refuses is refused before anything is written.
+    // Our estimate first: a plan it refuses is refused before anything is written, and an
+    // offloaded plan's transfers are its.
     let ours = crate::estimate::evaluate(&sc.model, &sc.system, &sc.plan)?;
+    let generator = if sc.plan.offload.any() {
+        let (cost, tiers) = (&ours.time.offload, &sc.system.tiers);
+        iteration::Generator::offloaded(&sc.model, &sc.plan, cost, tiers)?
+    } else {
+        iteration::Generator::new(&sc.model, &sc.plan)?
+    };
+    let net = export::network_from_topology(&sc.system.topology);
+    let mut sys = export::iteration_system(net.dims.len(), &sc.system.device, sc.plan.precision)?;
+    sys.remote = generator.remote_memory().clone();
     let groups: std::collections::HashMap<String, Vec<u32>> = generator
         .groups()
         .into_iter()
@@ -84,6 +91,26 @@ fn export_scenario(sc: &Scenario, out: &Path) -> Result<Report> {
         out.join("network.yml").display(),
         out.join("comm_groups.json").display()
     ));
+    if let Some(o) = generator.offload_nodes() {
+        let r = &sys.remote;
+        let tier = iteration::offload_tier(&sc.plan, &sc.system.tiers)?;
+        report.notes.push(format!(
+            "offload {}: MEM nodes per layer of {} B (parameters), {} B (activations), {}/{} B (streamed gradients), {} B (gradients at the step), {} B (updated parameters), CPU step {} µs; remote_memory.json: {} at {} GB/s, {} ns (the tier: {}, {}; ASTRA-sim reads whole GB/s and ns)",
+            sc.plan.offload.name(),
+            o.fetch.round(),
+            o.act.round(),
+            o.grad_stream.0.round(),
+            o.grad_stream.1.round(),
+            o.grad_step.round(),
+            o.params_step.round(),
+            o.cpu_step_us.unwrap_or(0),
+            r.memory_type.name(),
+            r.bw_gbps,
+            r.latency_ns,
+            tier.map_or(String::new(), |t| t.bandwidth.to_string()),
+            tier.map_or(String::new(), |t| t.latency.to_string()),
+        ));
+    }
     let total = ours.time.total.get();
     report.notes.push(format!(
         "{nodes} nodes on {} NPUs; astrolabe astra on these files: {} ns; astrolabe estimate: {:.0} ns (ratio {:.3})",
