@@ -114,24 +114,71 @@ fn captured_scopes_cost_one_launch() {
 /// host times by hand (above) against the GPU times the explain prints for the layer.
 #[test]
 fn idle_is_host_minus_gpu_per_pass() {
-    let (_, total) = lines("none", "1");
+    idle_matches(&args("none", "1"));
+    // With TP 2 (sequence parallel, overlapped: exposed SP time and interference in the
+    // GPU time) and CP 2 on the same 8 GPUs, EP 8 folded over TP × CP × DP: the same
+    // 16 local experts and operations, 16/2 = 8 micro-batches.
+    idle_matches(&[
+        "estimate",
+        "--model",
+        "qwen3-30b-a3b",
+        "--system",
+        "dgx-b200",
+        "--gpus",
+        "8",
+        "--tp",
+        "2",
+        "--cp",
+        "2",
+        "--ep",
+        "8",
+        "--etp",
+        "1",
+        "--seq-len",
+        "8192",
+        "--micro-batch",
+        "1",
+        "--global-batch",
+        "16",
+        "--precision",
+        "mxfp8",
+        "--flash-attention",
+        "--tp-overlap",
+        "--sequence-parallel",
+        "--cuda-graphs",
+        "none",
+    ]);
+}
+
+/// `host_idle_s` = 48 layers × 8 micro-batches × Σ_pass max(0, T_host − T_GPU), the host
+/// times by hand (211.3 and 299.1 operations at 25 µs), the GPU times from the explain's
+/// layer total; and the iteration gains exactly that under a full-iteration graph. `a`
+/// ends with `--cuda-graphs none`.
+fn idle_matches(a: &[&str]) {
+    let mut x = a.to_vec();
+    x.push("--explain");
+    let text = common::text(&x);
+    let total = text
+        .lines()
+        .find(|l| l.contains("  layer total:"))
+        .unwrap()
+        .to_string();
     let (gf, gb) = (
         common::micros(&total, "forward") * 1e-6,
         common::micros(&total, "backward") * 1e-6,
     );
     let (cf, cb) = (211.3 * 25e-6, 299.1 * 25e-6);
-    assert!(
-        cb > gb,
-        "micro-batch 1 is host-bound backward: {cb} vs {gb}"
-    );
+    assert!(cb > gb, "host-bound backward: {cb} vs {gb}");
     let per_layer = (cf - gf).max(0.0) + (cb - gb).max(0.0);
-    let eager = common::json(&args("none", "1"));
+    let eager = common::json(a);
     assert_relative_eq!(
         host_idle(&eager),
         48.0 * 8.0 * per_layer,
         max_relative = 1e-3
     );
-    let full = common::json(&args("full", "1"));
+    let mut f = a.to_vec();
+    *f.last_mut().unwrap() = "full";
+    let full = common::json(&f);
     let t = |v: &Value| v["iteration_time_s"].as_f64().unwrap();
     assert_relative_eq!(t(&eager) - t(&full), host_idle(&eager), max_relative = 1e-6);
 }
@@ -149,4 +196,90 @@ fn large_micro_batches_hide_the_host() {
 fn cuda_graphs_rejects_unknown_scopes() {
     common::usage_error(&args("attn,experts", "1"), "--cuda-graphs");
     common::usage_error(&args("attn,experts", "1"), "moe_preprocess");
+}
+
+/// The host lines of an `--explain` run, in the order the blocks are timed (a plan that
+/// does not fit still prints them, with exit code 3).
+fn host_lines(extra: &[&str]) -> Vec<String> {
+    let out = common::bin()
+        .args(["estimate", "--flash-attention", "--explain"])
+        .args(extra)
+        .output()
+        .unwrap();
+    assert!(matches!(out.status.code(), Some(0 | 3)), "{extra:?}");
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .filter(|l| l.contains("  host (CUDA graphs"))
+        .map(String::from)
+        .collect()
+}
+
+/// A dense BF16 layer (Llama 3 8B on one H100): attention 2·2.7 + 2.7 + 3 = 11.1 forward,
+/// 2·2·2.7 + 2.7 + 3 = 16.5 backward; MLP 2·2.7 + 2 = 7.4 and 2·2·2.7 + 2 = 12.8:
+/// 18.5 and 29.3.
+#[test]
+fn dense_layer_operations_by_hand() {
+    let l = host_lines(&[
+        "--model",
+        "llama3-8b",
+        "--system",
+        "dgx-h100",
+        "--gpus",
+        "1",
+        "--global-batch",
+        "1",
+    ]);
+    assert_relative_eq!(after(&l[0], "forward "), 18.5, max_relative = 1e-9);
+    assert_relative_eq!(after(&l[0], "backward "), 29.3, max_relative = 1e-9);
+}
+
+/// A shared expert runs with the router (Llama 4 Scout, 16 experts top 1 + 1 shared, BF16,
+/// EP 8: 2 local experts): attention 11.1 / 16.5; router 12 / 13 plus the shared expert's
+/// 2 linears and activation 2·2.7 + 1 = 6.4 / 2·2·2.7 + 1 = 11.8; preprocess 5 / 0;
+/// experts 4 linears 4·2.7 + 5 = 15.8 / 4·2·2.7 + 5 = 26.6: forward 50.3, backward 67.9.
+#[test]
+fn shared_expert_operations_by_hand() {
+    let l = host_lines(&[
+        "--model",
+        "llama4-scout",
+        "--system",
+        "dgx-h100",
+        "--gpus",
+        "8",
+        "--ep",
+        "8",
+        "--global-batch",
+        "8",
+    ]);
+    assert_relative_eq!(after(&l[0], "forward "), 50.3, max_relative = 1e-9);
+    assert_relative_eq!(after(&l[0], "backward "), 67.9, max_relative = 1e-9);
+}
+
+/// A hybrid model times each block kind on its own (Nemotron-H 56B, FP8, TP 8): the Mamba
+/// mixer's 2 projections, 2·2·2.7 = 10.8 forward and 2·3·2.7 = 16.2 backward, plus its
+/// memory-bound kernels (7 and 18, the explain's Mamba line): 17.8 and 34.2; the attention
+/// block 16.5 and 21.9; the dense MLP block 2·2·2.7 + 2 = 12.8 and 2·3·2.7 + 2 = 18.2.
+#[test]
+fn hybrid_blocks_operations_by_hand() {
+    let l = host_lines(&[
+        "--model",
+        "nemotron-h-56b",
+        "--system",
+        "dgx-h100",
+        "--gpus",
+        "8",
+        "--tp",
+        "8",
+        "--precision",
+        "fp8",
+        "--global-batch",
+        "8",
+    ]);
+    let want = [(17.8, 34.2), (16.5, 21.9), (12.8, 18.2)];
+    for (line, (f, b)) in l.iter().zip(want) {
+        assert_relative_eq!(after(line, "forward "), f, max_relative = 1e-9);
+        assert_relative_eq!(after(line, "backward "), b, max_relative = 1e-9);
+    }
+    assert_eq!(l.len(), 3, "{l:#?}");
 }
