@@ -114,47 +114,86 @@ fn captured_scopes_cost_one_launch() {
 /// host times by hand (above) against the GPU times the explain prints for the layer.
 #[test]
 fn idle_is_host_minus_gpu_per_pass() {
-    idle_matches(&args("none", "1"));
+    idle_matches(&args("none", "1"), (211.3, 299.1));
     // With TP 2 (sequence parallel, overlapped: exposed SP time and interference in the
     // GPU time) and CP 2 on the same 8 GPUs, EP 8 folded over TP × CP × DP: the same
     // 16 local experts and operations, 16/2 = 8 micro-batches.
-    idle_matches(&[
-        "estimate",
-        "--model",
-        "qwen3-30b-a3b",
-        "--system",
-        "dgx-b200",
-        "--gpus",
-        "8",
-        "--tp",
-        "2",
-        "--cp",
-        "2",
-        "--ep",
-        "8",
-        "--etp",
-        "1",
-        "--seq-len",
-        "8192",
-        "--micro-batch",
-        "1",
-        "--global-batch",
-        "16",
-        "--precision",
-        "mxfp8",
-        "--flash-attention",
-        "--tp-overlap",
-        "--sequence-parallel",
-        "--cuda-graphs",
-        "none",
-    ]);
+    idle_matches(
+        &[
+            "estimate",
+            "--model",
+            "qwen3-30b-a3b",
+            "--system",
+            "dgx-b200",
+            "--gpus",
+            "8",
+            "--tp",
+            "2",
+            "--cp",
+            "2",
+            "--ep",
+            "8",
+            "--etp",
+            "1",
+            "--seq-len",
+            "8192",
+            "--micro-batch",
+            "1",
+            "--global-batch",
+            "16",
+            "--precision",
+            "mxfp8",
+            "--flash-attention",
+            "--tp-overlap",
+            "--sequence-parallel",
+            "--cuda-graphs",
+            "none",
+        ],
+        (211.3, 299.1),
+    );
+    // CP 2 across the two nodes of 16 B200 (TP 8 fills a node): the ring's exchange is
+    // partly exposed and joins the GPU time. EP 16: 8 local experts, experts
+    // 16·2·2.7 + 5 = 91.4 forward and 16·3·2.7 + 5 = 134.6 backward: 124.9 and 169.5.
+    idle_matches(
+        &[
+            "estimate",
+            "--model",
+            "qwen3-30b-a3b",
+            "--system",
+            "dgx-b200",
+            "--gpus",
+            "16",
+            "--tp",
+            "8",
+            "--cp",
+            "2",
+            "--ep",
+            "16",
+            "--etp",
+            "1",
+            "--seq-len",
+            "8192",
+            "--micro-batch",
+            "1",
+            "--global-batch",
+            "8",
+            "--precision",
+            "mxfp8",
+            "--flash-attention",
+            "--tp-overlap",
+            "--sequence-parallel",
+            "--cuda-graphs",
+            "none",
+        ],
+        (124.9, 169.5),
+    );
 }
 
 /// `host_idle_s` = 48 layers × 8 micro-batches × Σ_pass max(0, T_host − T_GPU), the host
-/// times by hand (211.3 and 299.1 operations at 25 µs), the GPU times from the explain's
-/// layer total; and the iteration gains exactly that under a full-iteration graph. `a`
-/// ends with `--cuda-graphs none`.
-fn idle_matches(a: &[&str]) {
+/// times by hand (`ops` operations forward and backward at 25 µs), the GPU times from the
+/// explain's layer total; and the iteration gains exactly that under a full-iteration
+/// graph. `a` ends with `--cuda-graphs none`.
+fn idle_matches(a: &[&str], ops: (f64, f64)) {
     let mut x = a.to_vec();
     x.push("--explain");
     let text = common::text(&x);
@@ -167,7 +206,7 @@ fn idle_matches(a: &[&str]) {
         common::micros(&total, "forward") * 1e-6,
         common::micros(&total, "backward") * 1e-6,
     );
-    let (cf, cb) = (211.3 * 25e-6, 299.1 * 25e-6);
+    let (cf, cb) = (ops.0 * 25e-6, ops.1 * 25e-6);
     assert!(cb > gb, "host-bound backward: {cb} vs {gb}");
     let per_layer = (cf - gf).max(0.0) + (cb - gb).max(0.0);
     let eager = common::json(a);
