@@ -119,74 +119,30 @@ fn idle_is_host_minus_gpu_per_pass() {
     // GPU time) and CP 2 on the same 8 GPUs, EP 8 folded over TP × CP × DP: the same
     // 16 local experts and operations, 16/2 = 8 micro-batches.
     idle_matches(
-        &[
-            "estimate",
-            "--model",
-            "qwen3-30b-a3b",
-            "--system",
-            "dgx-b200",
-            "--gpus",
-            "8",
-            "--tp",
-            "2",
-            "--cp",
-            "2",
-            "--ep",
-            "8",
-            "--etp",
-            "1",
-            "--seq-len",
-            "8192",
-            "--micro-batch",
-            "1",
-            "--global-batch",
-            "16",
-            "--precision",
-            "mxfp8",
-            "--flash-attention",
-            "--tp-overlap",
-            "--sequence-parallel",
-            "--cuda-graphs",
-            "none",
-        ],
+        &tp_cp("--gpus 8 --tp 2 --ep 8 --global-batch 16"),
         (211.3, 299.1),
     );
     // CP 2 across the two nodes of 16 B200 (TP 8 fills a node): the ring's exchange is
     // partly exposed and joins the GPU time. EP 16: 8 local experts, experts
     // 16·2·2.7 + 5 = 91.4 forward and 16·3·2.7 + 5 = 134.6 backward: 124.9 and 169.5.
     idle_matches(
-        &[
-            "estimate",
-            "--model",
-            "qwen3-30b-a3b",
-            "--system",
-            "dgx-b200",
-            "--gpus",
-            "16",
-            "--tp",
-            "8",
-            "--cp",
-            "2",
-            "--ep",
-            "16",
-            "--etp",
-            "1",
-            "--seq-len",
-            "8192",
-            "--micro-batch",
-            "1",
-            "--global-batch",
-            "8",
-            "--precision",
-            "mxfp8",
-            "--flash-attention",
-            "--tp-overlap",
-            "--sequence-parallel",
-            "--cuda-graphs",
-            "none",
-        ],
+        &tp_cp("--gpus 16 --tp 8 --ep 16 --global-batch 8"),
         (124.9, 169.5),
     );
+}
+
+/// Qwen3-30B-A3B on B200 with CP 2, SP and TP overlap, sequence 8192, micro-batch 1,
+/// MXFP8, nothing captured, plus `plan` (GPUs, TP, EP, batch).
+fn tp_cp(plan: &'static str) -> Vec<&'static str> {
+    let base = "estimate --model qwen3-30b-a3b --system dgx-b200 --cp 2 --etp 1 --seq-len 8192 \
+                --micro-batch 1 --precision mxfp8 --flash-attention --tp-overlap \
+                --sequence-parallel";
+    let mut a: Vec<&str> = base
+        .split_whitespace()
+        .chain(plan.split_whitespace())
+        .collect();
+    a.extend(["--cuda-graphs", "none"]);
+    a
 }
 
 /// `host_idle_s` = 48 layers × 8 micro-batches × Σ_pass max(0, T_host − T_GPU), the host
