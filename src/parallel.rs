@@ -365,6 +365,14 @@ fn check_ep(s: &PlanSpec, dp: u32) -> Result<()> {
 }
 
 impl Plan {
+    /// Expert-data-parallel degree under MoE parallel folding: the ranks of a pipeline
+    /// stage holding the same experts, `t·c·d / (etp·ep)` (Liu et al. 2025, arXiv
+    /// 2504.14960 §3; Megatron-core builds the expert-DP group from these ranks and its
+    /// distributed optimizer shards the expert parameters over it).
+    pub fn expert_dp(&self) -> u32 {
+        (self.tp * self.cp * self.dp / (self.etp * self.ep).max(1)).max(1)
+    }
+
     /// Gradient bytes per DP bucket of the gradient reduction (ZeRO 0–2): the one given, or
     /// Megatron-LM's default of `max(4·10⁷, 10⁶·dp)` parameters, "larger DP sizes need
     /// larger buckets to ensure collectives do not become latency-bound" (Megatron-core

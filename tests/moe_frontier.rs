@@ -377,7 +377,7 @@ fn without_folding_ep_divides_dp() {
             "tp-pp-dp",
         ]
     };
-    assert_eq!(json(&args("4"))["plan"]["ep"], 4);
+    assert_eq!(estimate_json(&args("4"))["plan"]["ep"], 4);
     common::usage_error(&args("8"), "with order tp-pp-dp (no folding)");
 }
 
@@ -473,5 +473,47 @@ fn grouped_gemm_rejects_other_kinds() {
     common::usage_error(
         &cli("estimate --model qwen3-30b-a3b --system dgx-b200 --gpus 8 --grouped-gemm cutlass"),
         "--grouped-gemm",
+    );
+}
+
+/// Megatron-core's distributed optimizer shards routed-expert parameters over the
+/// expert-DP group (`t·c·d/(etp·ep)` ranks; Liu et al. 2025, arXiv 2504.14960 §3), the
+/// dense ones over DP × CP. Qwen3-235B-A22B on 256 GB200 with EP 64 (expert-DP 4),
+/// BF16, ZeRO-1, Adam with 16-bit gradients (12 B of optimizer state per parameter):
+/// - routed experts per device: 94 layers × 128/64 experts × 3·4096·1536
+///   = 94 × 2 × 18,874,368 = 3,548,381,184 parameters, sharded 4 ways;
+/// - dense: attention 4096·(8192 + 2·512) + 8192·4096 = 71,303,168, router 4096·128 =
+///   524,288, two norms 8,192 per layer (× 94 = 6,752,556,928), embedding and untied head
+///   2 × 151,936·4096 = 1,244,659,712, final norm 4,096: 7,997,220,736, sharded 256 ways;
+/// - optimizer states = 12 × (7,997,220,736/256 + 3,548,381,184/4) = 11,020,013,274 B
+///   (sharding the experts 256 ways as well would give 0.54 GB);
+/// - the optimizer step reads and writes `30 + 3·2 = 36` B per local parameter over
+///   8 TB/s HBM at 0.7 efficiency, plus 8 kernels × 4 µs:
+///   918,334,552 × 36 / 5.6e12 + 32 µs = 5.936 ms.
+#[test]
+fn expert_states_shard_over_expert_dp() {
+    let d = estimate_json(&cli(
+        "estimate --model qwen3-235b-a22b --system gb200-nvl72 --gpus 256 --tp 1 --pp 1 --seq-len 4096 --micro-batch 2 --global-batch 8192 --precision bf16 --ep 64 --etp 1",
+    ));
+    let states = d["memory_breakdown"]["optimizer_states_bytes"]
+        .as_f64()
+        .unwrap();
+    assert!((states / 11_020_013_274.0 - 1.0).abs() < 1e-5, "{states}");
+    let step = d["time_breakdown"]["optimizer_s"].as_f64().unwrap();
+    let by_hand = 918_334_552.0 * 36.0 / 5.6e12 + 32e-6;
+    assert!((step / by_hand - 1.0).abs() < 1e-3, "{step} vs {by_hand}");
+    // EP = DP on one node (expert-DP 1): every rank keeps its experts' whole states.
+    let one = estimate_json(&cli(
+        "estimate --model qwen3-30b-a3b --system dgx-h100 --gpus 8 --ep 8 --etp 1 --global-batch 8 --seq-len 4096 --precision bf16",
+    ));
+    let params = one["memory_breakdown"]["weights_bytes"].as_f64().unwrap() / 2.0;
+    // Qwen3-30B-A3B routed per device: 48 layers × 16 experts × 3·2048·768 = 3,623,878,656.
+    let routed = 3_623_878_656.0;
+    let states = one["memory_breakdown"]["optimizer_states_bytes"]
+        .as_f64()
+        .unwrap();
+    assert!(
+        (states / (12.0 * ((params - routed) / 8.0 + routed)) - 1.0).abs() < 1e-9,
+        "{states}"
     );
 }

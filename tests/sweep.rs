@@ -523,7 +523,9 @@ fn sweep_json(args: &[&str]) -> serde_json::Value {
 /// (NVIDIA's MoE recipes run ETP 1); a dense model's grid has no ETP choice. One TP 2 ×
 /// EP 4 structure, one knob setting: 7 schedules × 2 pipeline splits (both counted, then
 /// dropped as redundant for pp = 1) × 1 CP (sequence 4096) × ETP {2, 1} = 28
-/// configurations for Qwen3-30B-A3B, 14 for Llama 3 8B.
+/// configurations for Qwen3-30B-A3B, 14 for Llama 3 8B. On B200s: with ETP 1 each rank
+/// holds 32 whole experts whose optimizer states shard only over expert-DP 2, which an
+/// 80 GB H100 cannot hold.
 #[test]
 fn default_grid_offers_expert_tp_1_for_moe_models() {
     let fixed = [
@@ -550,7 +552,7 @@ fn default_grid_offers_expert_tp_1_for_moe_models() {
     ];
     let sweep = |model: &str, ep: &str| {
         let mut a = vec![
-            "sweep", "--model", model, "--system", "dgx-h100", "--ep", ep,
+            "sweep", "--model", model, "--system", "dgx-b200", "--ep", ep,
         ];
         a.extend_from_slice(&fixed);
         sweep_json(&a)

@@ -14,13 +14,17 @@ use crate::parallel::{Recompute, Zero3Impl};
 fn inputs(c: &Ctx, worst: &Block, params: f64, trainable: f64) -> Inputs {
     let p = c.plan;
     let dp_cp = (p.dp * p.cp) as f64;
-    let opt_shard = if p.zero >= 1 { dp_cp } else { 1.0 };
+
     let param_shard = if p.hsdp > 1 { p.hsdp as f64 } else { dp_cp };
     let (_, layers, lmb) = memory::peak_stage(p);
     let per_layer = memory::layer_activation_bytes(c.m, p, c.m.bias) / p.cp as f64;
     let regather = p.zero3_impl == Zero3Impl::Deepspeed2021 && p.recompute == Recompute::Full;
     Inputs {
-        opt_params: trainable / opt_shard,
+        opt_params: if p.zero >= 1 {
+            super::state::sharded(c, trainable, p.dp * p.cp)
+        } else {
+            trainable
+        },
         param_shard: if p.zero == 3 {
             params / param_shard
         } else {

@@ -42,6 +42,44 @@ pub(super) fn layer_params(m: &Transformer, plan: &Plan) -> f64 {
         / t
 }
 
+/// Parameters of one layer on one device that belong to routed experts: the `E/ep` local
+/// experts split `etp` ways, `E/ep · P_expert / etp` (a hybrid model's layer: the mean over
+/// its pattern, as [`layer_params`]).
+pub(super) fn routed_layer_params(m: &Transformer, plan: &Plan) -> f64 {
+    if m.experts <= 1 {
+        return 0.0;
+    }
+    let per = m.experts as f64 / plan.ep as f64 * m.mlp_params / plan.etp as f64;
+    match &m.hybrid {
+        Some(hy) => per * hy.counts.moe as f64 / m.layers as f64,
+        None => per,
+    }
+}
+
+/// Trainable routed-expert parameters of the stage with the most layers (none with LoRA:
+/// the adapters are dense).
+fn routed_trainable(c: &Ctx) -> f64 {
+    if c.plan.lora_rank > 0 {
+        return 0.0;
+    }
+    routed_layer_params(c.m, c.plan) * c.plan.stages.max_layers() as f64
+}
+
+/// Of `trainable` parameters, those in this device's ZeRO shard when the dense ones are
+/// sharded `n` ways: `(P − P_routed)/n + P_routed/edp`. Megatron-core's distributed
+/// optimizer keeps the expert parameters in buffers of their own, sharded over the
+/// expert-DP group (`t·c·d/(etp·ep)` ranks, [`Plan::expert_dp`]); with HSDP both use its
+/// shard group.
+pub(super) fn sharded(c: &Ctx, trainable: f64, n: u32) -> f64 {
+    let routed = routed_trainable(c);
+    let edp = if c.plan.hsdp > 1 {
+        n
+    } else {
+        c.plan.expert_dp()
+    };
+    (trainable - routed) / n as f64 + routed / edp as f64
+}
+
 /// Optimizer step, memory-bound over the local optimizer shard (Megatron-LM's
 /// mixed-precision optimizer, apex multi-tensor kernels), bytes per parameter with
 /// gradient bytes `g`: gradient-norm clipping reads the gradient (`g`); Adam reads the
@@ -51,10 +89,10 @@ pub(super) fn layer_params(m: &Transformer, plan: &Plan) -> f64 {
 /// in place (`2g`). Total `30 + 3g` (+ `2g` for fp16).
 pub(super) fn optimizer_time(c: &Ctx, trainable: f64, params: f64) -> Seconds {
     let g = c.plan.optimizer.bytes_per_param().1;
-    let shard = if c.plan.zero >= 1 {
-        (c.plan.dp * c.plan.cp) as f64
+    let local = if c.plan.zero >= 1 {
+        sharded(c, trainable, c.plan.dp * c.plan.cp)
     } else {
-        1.0
+        trainable
     };
     // Low-precision weight copies are refreshed once per iteration (Transformer Engine
     // caches them across micro-batches): read 2 B, write the copies.
@@ -69,11 +107,12 @@ pub(super) fn optimizer_time(c: &Ctx, trainable: f64, params: f64) -> Seconds {
     } else {
         0.0
     };
-    c.mem(trainable / shard * (30.0 + 3.0 * g + unscale) + recast, 8.0)
+    c.mem(local * (30.0 + 3.0 * g + unscale) + recast, 8.0)
 }
 
 /// Memory of the stage with the most activations: the first stage holds `in_flight`
-/// micro-batches of its layers, the second one fewer (1F1B); ZeRO shards over DP × CP;
+/// micro-batches of its layers, the second one fewer (1F1B); ZeRO shards over DP × CP
+/// (routed experts over expert-DP, [`sharded`]);
 /// CP divides every activation by `c`; FP8-family precisions keep their weight copies.
 pub(super) fn stage_memory(c: &Ctx, params: f64, trainable: f64, plan: &Plan) -> Memory {
     let shard = if plan.hsdp > 1 {
@@ -81,7 +120,15 @@ pub(super) fn stage_memory(c: &Ctx, params: f64, trainable: f64, plan: &Plan) ->
     } else {
         plan.dp * plan.cp
     };
-    let mut states = memory::model_states(trainable, plan.optimizer, plan.zero, shard);
+    let routed = routed_trainable(c);
+    let dense = memory::model_states(trainable - routed, plan.optimizer, plan.zero, shard);
+    let edp = if plan.hsdp > 1 {
+        shard
+    } else {
+        plan.expert_dp()
+    };
+    let experts = memory::model_states(routed, plan.optimizer, plan.zero, edp);
+    let mut states = [0, 1, 2].map(|i| dense[i] + experts[i]);
     if plan.schedule == crate::parallel::Schedule::DualPipe {
         // Two copies of the stage's parameters (stage i of one direction, p−1−i of the
         // other) with their gradients; one optimizer state (DeepSeek-V3 report, Table 2).
