@@ -136,6 +136,9 @@ pub fn model_states(params: f64, opt: Optimizer, zero: u8, dp: u32) -> [f64; 3] 
 /// output `2·f/h` or `4·f/h` gated staying 16-bit) change; at `q = 2` this is the count
 /// above.
 ///
+/// An MoE layer also keeps its routed tokens' copies as the experts' GEMM input
+/// ([`dispatched_input`]: `q·k·etp` more in the split term).
+///
 /// Dropout is assumed present when the model has biases (GPT, BERT) and absent otherwise
 /// (LLaMA).
 pub fn layer_activation_bytes(m: &Transformer, plan: &Plan, dropout: bool) -> f64 {
@@ -165,9 +168,25 @@ pub fn layer_activation_bytes(m: &Transformer, plan: &Plan, dropout: bool) -> f6
         let x = (norm, attention, q);
         return sbh * hybrid_layer_terms(m, hy, plan, dropout, x, scores);
     }
-    let split = attention + mlp;
+    let split = attention + mlp + dispatched_input(m, plan, q);
     let replicated = 2.0 * norm + if dropout { 2.0 } else { 0.0 };
     sbh * (replicated / split_by(plan.sp) + split / t + scores / t)
+}
+
+/// An MoE layer's routed tokens saved by the experts' first GEMM, per `s·b·h` before the
+/// split by `t`: each token reaches its `k` experts as `k` copies of its hidden state
+/// (`etp/t` of the micro-batch per rank with expert TP, `moe_frontier` docs), and
+/// Transformer Engine's `GroupedLinear` keeps its input for the weight-gradient GEMM at
+/// `q` bytes per element (`grouped_linear.py`, `_GroupedLinear.forward`): `q·k·etp`. The
+/// routing weights are applied inside the activation (Megatron-core `TEGroupedMLP`:
+/// `weighted_bias_swiglu`), so the un-permutation keeps no copy of its own (Transformer
+/// Engine's `moe_unpermute` saves its input only when given the weights). Zero for dense
+/// layers, whose FC1 input is the norm's output already counted.
+fn dispatched_input(m: &Transformer, plan: &Plan, q: f64) -> f64 {
+    if m.experts <= 1 {
+        return 0.0;
+    }
+    q * m.top_k as f64 * plan.etp as f64
 }
 
 /// The MLP's split activations per `s·b·h` for `k` experts of width `f`, with the FC2
@@ -201,7 +220,7 @@ fn hybrid_layer_terms(
     let mamba = hy.mamba.map_or(0.0, |mb| mb.activation_bytes(1.0) / m.h);
     let split = n.attention as f64 * (attention + scores)
         + n.mlp as f64 * mlp_term(m, m.dense_f, 1.0, q)
-        + n.moe as f64 * mlp_term(m, m.f, m.top_k as f64, q)
+        + n.moe as f64 * (mlp_term(m, m.f, m.top_k as f64, q) + dispatched_input(m, plan, q))
         + n.mamba as f64 * mamba;
     rep + split / t / m.layers as f64
 }

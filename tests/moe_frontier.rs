@@ -48,7 +48,7 @@ fn qwen(extra: &[&str]) -> serde_json::Value {
         "1",
     ];
     a.extend_from_slice(extra);
-    json(&a)
+    estimate_json(&a)
 }
 
 fn ep(v: &serde_json::Value, k: &str) -> f64 {
@@ -251,7 +251,7 @@ fn hierarchical_dispatch_by_hand() {
     let ib = 14e-6 + 0.5 * 4096.0 * d * 2048.0 * 2.0 / 47e9;
     let nv = 3.4e-6 + 0.875 * 4096.0 * 8.0 * 2048.0 * 2.0 / 370e9;
     assert!(ib > nv);
-    let v = json(&cli(
+    let v = estimate_json(&cli(
         "estimate --model qwen3-30b-a3b --system dgx-h100 --gpus 16 --seq-len 4096 --ep 16 --etp 1 --global-batch 16 --ep-dispatch hierarchical",
     ));
     approx::assert_relative_eq!(ep(&v, "exposed_s"), 48.0 * 4.0 * ib, max_relative = 1e-3);
@@ -264,7 +264,7 @@ fn hierarchical_dispatch_by_hand() {
     );
     // Inside one node there is no scale-out phase: the plain all-to-all, bytes and time.
     let one = |kind: &'static str| {
-        json(&[
+        estimate_json(&[
             "estimate",
             "--model",
             "qwen3-30b-a3b",
@@ -515,5 +515,42 @@ fn expert_states_shard_over_expert_dp() {
     assert!(
         (states / (12.0 * ((params - routed) / 8.0 + routed)) - 1.0).abs() < 1e-9,
         "{states}"
+    );
+}
+
+/// An MoE layer keeps each token's `k` routed copies as its experts' first GEMM input
+/// (Transformer Engine `GroupedLinear` saves it for the weight gradient) on top of
+/// Korthikanti et al.'s terms. Qwen3-30B-A3B (h 2048, 32 heads and 4 KV heads, experts of
+/// width 768, top-8), one micro-batch of 4096 tokens, no recomputation, flash attention,
+/// 48 layers on one stage; bytes per `s·b·h` per layer:
+/// - BF16, TP 1: norms 2·(2 + 2) = 8, attention 2 + 4·4/32 + 2 = 4.5, experts' SwiGLU
+///   (4 + 2)·768/2048·8 = 18, routed copies 2·8 = 16: 46.5;
+/// - MXFP8 (`q = 1 + 1/32`): norms 2·(2 + q) = 6.0625, attention 2 + 0.5 + (2 + q) =
+///   5.53125, SwiGLU (4 + q)·3 = 15.09375, routed copies 8q = 8.25: 34.9375;
+/// - BF16, TP 2 with SP, ETP 2: norms 8/2 = 4, then (4.5 + 18 + 2·8·2)/2 = 27.25: 31.25.
+#[test]
+fn moe_layers_keep_their_routed_copies() {
+    let acts = |line: &'static str| {
+        let d = estimate_json(&cli(line));
+        d["memory_breakdown"]["activations_bytes"].as_f64().unwrap() / (48.0 * 4096.0 * 2048.0)
+    };
+    let close = |got: f64, want: f64| assert!((got - want).abs() < 1e-9, "{got} vs {want}");
+    close(
+        acts(
+            "estimate --model qwen3-30b-a3b --system dgx-h100 --gpus 8 --ep 8 --etp 1 --global-batch 8 --seq-len 4096 --precision bf16 --flash-attention --recompute none",
+        ),
+        46.5,
+    );
+    close(
+        acts(
+            "estimate --model qwen3-30b-a3b --system dgx-b200 --gpus 8 --ep 8 --etp 1 --global-batch 8 --seq-len 4096 --precision mxfp8 --flash-attention --recompute none",
+        ),
+        34.9375,
+    );
+    close(
+        acts(
+            "estimate --model qwen3-30b-a3b --system dgx-b200 --gpus 8 --tp 2 --sequence-parallel --ep 4 --etp 2 --global-batch 4 --seq-len 4096 --precision bf16 --flash-attention --recompute none",
+        ),
+        31.25,
     );
 }
