@@ -516,6 +516,16 @@ fn expert_states_shard_over_expert_dp() {
         (states / (12.0 * ((params - routed) / 8.0 + routed)) - 1.0).abs() < 1e-9,
         "{states}"
     );
+    // HSDP groups of 8 on 16 GPUs (ZeRO-3 inside each group): experts and the rest both
+    // shard over the group, 2 B of weights and 12 B of state per parameter, all / 8: a
+    // ratio of 6 (over expert-DP 2 the experts' states would be 4× larger).
+    let hsdp = estimate_json(&cli(
+        "estimate --model qwen3-30b-a3b --system dgx-h100 --gpus 16 --ep 8 --etp 1 --zero 3 --hsdp 8 --global-batch 16 --precision bf16 --recompute full",
+    ));
+    let m = &hsdp["memory_breakdown"];
+    let ratio =
+        m["optimizer_states_bytes"].as_f64().unwrap() / m["weights_bytes"].as_f64().unwrap();
+    assert!((ratio - 6.0).abs() < 1e-9, "{ratio}");
 }
 
 /// An MoE layer keeps each token's `k` routed copies as its experts' first GEMM input
@@ -553,4 +563,37 @@ fn moe_layers_keep_their_routed_copies() {
         ),
         31.25,
     );
+}
+
+/// The same two terms on a hybrid model, where only some layers are MoE: Nemotron 3 Nano
+/// (52 layers, 23 of them `E` in its pattern; 128 squared-ReLU experts of width 1856 on
+/// h 2688, top-6), BF16 on 8 B200.
+/// - EP 8 (expert-DP 1): routed per device 23 × 16 × 2·2688·1856 = 23 × 16 × 9,977,856 =
+///   3,671,851,008 unsharded, the rest of the device's 5,874,980,288 parameters (half its
+///   16-bit weight bytes) over DP 8: 12 × (2,203,129,280/8 + 3,671,851,008) =
+///   47,366,906,016 B of optimizer state.
+/// - TP 2 with SP, EP 4: going from ETP 1 to ETP 2 doubles each rank's routed copies, and
+///   only those: `s·b·h · 23 · q·k·Δetp / t` = 8192 · 2688 · 23 · 2 · 6 · 1 / 2 =
+///   3,038,773,248 B more activations.
+#[test]
+fn hybrid_moe_layers_shard_and_keep_their_copies() {
+    let nano = |line: &'static str, key: &str| {
+        let d = estimate_json(&cli(line));
+        d["memory_breakdown"][key].as_f64().unwrap()
+    };
+    let line = "estimate --model nemotron-3-nano-30b-a3b --system dgx-b200 --gpus 8 --ep 8 --etp 1 --global-batch 8 --precision bf16";
+    let weights = nano(line, "weights_bytes");
+    assert_eq!(weights / 2.0, 5_874_980_288.0);
+    let states = nano(line, "optimizer_states_bytes");
+    assert!((states / 47_366_906_016.0 - 1.0).abs() < 1e-12, "{states}");
+    let tp2 = |etp| match etp {
+        1 => {
+            "estimate --model nemotron-3-nano-30b-a3b --system dgx-b200 --gpus 8 --tp 2 --sequence-parallel --ep 4 --etp 1 --global-batch 4 --precision bf16 --flash-attention --recompute none"
+        }
+        _ => {
+            "estimate --model nemotron-3-nano-30b-a3b --system dgx-b200 --gpus 8 --tp 2 --sequence-parallel --ep 4 --etp 2 --global-batch 4 --precision bf16 --flash-attention --recompute none"
+        }
+    };
+    let delta = nano(tp2(2), "activations_bytes") - nano(tp2(1), "activations_bytes");
+    assert!((delta / 3_038_773_248.0 - 1.0).abs() < 1e-9, "{delta}");
 }
