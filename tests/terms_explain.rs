@@ -36,3 +36,49 @@ fn send_recv_explains_the_neighbour_bandwidth_of_each_block() {
         );
     }
 }
+
+/// The MFU line names the peak it divides by: the dense BF16 one (989 TFLOP/s on H100),
+/// also for an FP8 plan, whose NVIDIA-convention MFU against the FP8 peak (1.979 PFLOP/s)
+/// follows; the printed numbers reproduce both percentages by hand.
+#[test]
+fn mfu_line_divides_by_the_peak_it_names() {
+    let out = text(&[
+        "estimate",
+        "--model",
+        "llama3-8b",
+        "--system",
+        "dgx-h100",
+        "--gpus",
+        "8",
+        "--tp",
+        "8",
+        "--global-batch",
+        "8",
+        "--precision",
+        "fp8",
+        "--explain",
+    ]);
+    let line = out
+        .lines()
+        .find(|l| l.contains("MFU ="))
+        .unwrap()
+        .to_string();
+    assert!(line.contains("989 TFLOP/s · 8)"), "{line}");
+    assert!(line.contains("of the fp8 peak (1.979 PFLOP/s"), "{line}");
+    // "… N) = F / (T · 989 TFLOP/s · 8) = M%; of the fp8 peak (…): M8%"
+    let nums = line.split("N) = ").nth(1).unwrap();
+    let flops: f64 = nums.split(' ').next().unwrap().parse().unwrap();
+    let time = nums.split("/ (").nth(1).unwrap();
+    let mut w = time.split(' ');
+    let (t, unit) = (w.next().unwrap().parse::<f64>().unwrap(), w.next().unwrap());
+    let t = if unit == "ms" { t * 1e-3 } else { t };
+    let pct = |x: &str| x.trim().split('%').next().unwrap().parse::<f64>().unwrap();
+    let mfu = pct(nums.split(") = ").nth(1).unwrap());
+    let fp8 = pct(line.split("convention): ").nth(1).unwrap());
+    let by_hand = flops / (t * 989e12 * 8.0) * 100.0;
+    assert!(
+        (mfu - by_hand).abs() < 0.06 + 1e-3 * by_hand,
+        "{mfu} vs {by_hand}"
+    );
+    assert!((fp8 - by_hand / 2.0).abs() < 0.06 + 1e-3 * by_hand, "{fp8}");
+}

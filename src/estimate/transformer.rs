@@ -783,11 +783,22 @@ fn explain_summary<T: Trace>(
         )
     });
     tr.line(|| {
+        let peak16 = c.dev.peak16(c.peak);
+        let at_plan = if peak16 == c.peak {
+            String::new()
+        } else {
+            format!(
+                "; of the {} peak ({}, NVIDIA's convention): {:.1}%",
+                plan.precision.name(),
+                c.peak,
+                100.0 * x.mfu_at_precision_peak
+            )
+        };
         format!(
-            "MFU = 3·F_fwd/token·tokens / (T·peak·N) = {:.4e} / ({} · {} · {}) = {:.1}%",
+            "MFU = 3·F_fwd/token·tokens / (T·peak_bf16·N) = {:.4e} / ({} · {} · {}) = {:.1}%{at_plan}",
             x.model_flops,
             t.total,
-            c.peak,
+            peak16,
             plan.gpus,
             100.0 * x.mfu
         )
