@@ -516,6 +516,19 @@ fn expert_states_shard_over_expert_dp() {
         (states / (12.0 * ((params - routed) / 8.0 + routed)) - 1.0).abs() < 1e-9,
         "{states}"
     );
+    // CP 2 × DP 8 on 16 GPUs with EP 8: expert-DP = t·c·d/(etp·ep) = 1·2·8/8 = 2, the
+    // rest shards over DP × CP = 16.
+    let cp = estimate_json(&cli(
+        "estimate --model qwen3-30b-a3b --system dgx-h100 --gpus 16 --cp 2 --ep 8 --etp 1 --global-batch 8 --seq-len 8192 --precision bf16 --recompute full",
+    ));
+    let m = &cp["memory_breakdown"];
+    let params = m["weights_bytes"].as_f64().unwrap() / 2.0;
+    let states = m["optimizer_states_bytes"].as_f64().unwrap();
+    let by_hand = 12.0 * ((params - routed) / 16.0 + routed / 2.0);
+    assert!(
+        (states / by_hand - 1.0).abs() < 1e-9,
+        "{states} vs {by_hand}"
+    );
     // HSDP groups of 8 on 16 GPUs (ZeRO-3 inside each group): experts and the rest both
     // shard over the group, 2 B of weights and 12 B of state per parameter, all / 8: a
     // ratio of 6 (over expert-DP 2 the experts' states would be 4× larger).
