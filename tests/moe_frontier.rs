@@ -529,6 +529,16 @@ fn expert_states_shard_over_expert_dp() {
         (states / by_hand - 1.0).abs() < 1e-9,
         "{states} vs {by_hand}"
     );
+    // LoRA on the QKV projections (rank 32): only the adapters train, none of them an
+    // expert: 48 layers × 32·(2048 + 4096 + 2·512) = 11,010,048 parameters, their 12 B of
+    // state over DP 8: 16,515,072 B.
+    let lora = estimate_json(&cli(
+        "estimate --model qwen3-30b-a3b --system dgx-h100 --gpus 8 --ep 8 --etp 1 --global-batch 8 --seq-len 4096 --precision bf16 --lora-rank 32 --lora-targets qkv",
+    ));
+    assert_eq!(
+        lora["memory_breakdown"]["optimizer_states_bytes"].as_f64(),
+        Some(16_515_072.0)
+    );
     // HSDP groups of 8 on 16 GPUs (ZeRO-3 inside each group): experts and the rest both
     // shard over the group, 2 B of weights and 12 B of state per parameter, all / 8: a
     // ratio of 6 (over expert-DP 2 the experts' states would be 4× larger).
