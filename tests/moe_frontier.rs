@@ -549,6 +549,13 @@ fn expert_states_shard_over_expert_dp() {
     let ratio =
         m["optimizer_states_bytes"].as_f64().unwrap() / m["weights_bytes"].as_f64().unwrap();
     assert!((ratio - 6.0).abs() < 1e-9, "{ratio}");
+    // Each device steps its group's shard, P/8 (P = 4 × the weight bytes of a 1/8 shard),
+    // 36 B per parameter over 3.35 TB/s at 0.7, plus 8 kernels × 4 µs (it stepped P/16,
+    // as if the states sharded over all 16 ranks, before).
+    let p = 4.0 * m["weights_bytes"].as_f64().unwrap();
+    let step = hsdp["time_breakdown"]["optimizer_s"].as_f64().unwrap();
+    let by_hand = p / 8.0 * 36.0 / (3.35e12 * 0.7) + 32e-6;
+    assert!((step / by_hand - 1.0).abs() < 1e-9, "{step} vs {by_hand}");
 }
 
 /// An MoE layer keeps each token's `k` routed copies as its experts' first GEMM input

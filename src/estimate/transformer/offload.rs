@@ -21,7 +21,7 @@ fn inputs(c: &Ctx, worst: &Block, params: f64, trainable: f64) -> Inputs {
     let regather = p.zero3_impl == Zero3Impl::Deepspeed2021 && p.recompute == Recompute::Full;
     Inputs {
         opt_params: if p.zero >= 1 {
-            super::state::sharded(c, trainable, p.dp * p.cp)
+            super::state::sharded(c, trainable)
         } else {
             trainable
         },

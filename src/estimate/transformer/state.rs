@@ -65,18 +65,24 @@ fn routed_trainable(c: &Ctx) -> f64 {
     routed_layer_params(c.m, c.plan) * c.plan.stages.max_layers() as f64
 }
 
-/// Of `trainable` parameters, those in this device's ZeRO shard when the dense ones are
-/// sharded `n` ways: `(P − P_routed)/n + P_routed/edp`. Megatron-core's distributed
-/// optimizer keeps the expert parameters in buffers of their own, sharded over the
-/// expert-DP group (`t·c·d/(etp·ep)` ranks, [`Plan::expert_dp`]); with HSDP both use its
-/// shard group.
-pub(super) fn sharded(c: &Ctx, trainable: f64, n: u32) -> f64 {
-    let routed = routed_trainable(c);
-    let edp = if c.plan.hsdp > 1 {
-        n
+/// The ZeRO shard groups of a device's parameters: (dense, routed experts). The dense
+/// ones shard over DP × CP (Megatron-LM's data-parallel group with context parallel), or
+/// HSDP's shard group; Megatron-core's distributed optimizer keeps the routed experts'
+/// parameters in buffers of their own, sharded over the expert-DP group (`t·c·d/(etp·ep)`
+/// ranks, [`Plan::expert_dp`]); HSDP shards both over its group.
+pub(super) fn shard_groups(plan: &Plan) -> (u32, u32) {
+    if plan.hsdp > 1 {
+        (plan.hsdp, plan.hsdp)
     } else {
-        c.plan.expert_dp()
-    };
+        (plan.dp * plan.cp, plan.expert_dp())
+    }
+}
+
+/// Of `trainable` parameters, those in this device's ZeRO shard ([`shard_groups`]):
+/// `(P − P_routed)/n + P_routed/edp`.
+pub(super) fn sharded(c: &Ctx, trainable: f64) -> f64 {
+    let routed = routed_trainable(c);
+    let (n, edp) = shard_groups(c.plan);
     (trainable - routed) / n as f64 + routed / edp as f64
 }
 
@@ -90,7 +96,7 @@ pub(super) fn sharded(c: &Ctx, trainable: f64, n: u32) -> f64 {
 pub(super) fn optimizer_time(c: &Ctx, trainable: f64, params: f64) -> Seconds {
     let g = c.plan.optimizer.bytes_per_param().1;
     let local = if c.plan.zero >= 1 {
-        sharded(c, trainable, c.plan.dp * c.plan.cp)
+        sharded(c, trainable)
     } else {
         trainable
     };
@@ -112,21 +118,12 @@ pub(super) fn optimizer_time(c: &Ctx, trainable: f64, params: f64) -> Seconds {
 
 /// Memory of the stage with the most activations: the first stage holds `in_flight`
 /// micro-batches of its layers, the second one fewer (1F1B); ZeRO shards over DP × CP
-/// (routed experts over expert-DP, [`sharded`]);
+/// (routed experts over expert-DP, [`shard_groups`]);
 /// CP divides every activation by `c`; FP8-family precisions keep their weight copies.
 pub(super) fn stage_memory(c: &Ctx, params: f64, trainable: f64, plan: &Plan) -> Memory {
-    let shard = if plan.hsdp > 1 {
-        plan.hsdp
-    } else {
-        plan.dp * plan.cp
-    };
+    let (shard, edp) = shard_groups(plan);
     let routed = routed_trainable(c);
     let dense = memory::model_states(trainable - routed, plan.optimizer, plan.zero, shard);
-    let edp = if plan.hsdp > 1 {
-        shard
-    } else {
-        plan.expert_dp()
-    };
     let experts = memory::model_states(routed, plan.optimizer, plan.zero, edp);
     let mut states = [0, 1, 2].map(|i| dense[i] + experts[i]);
     if plan.schedule == crate::parallel::Schedule::DualPipe {
