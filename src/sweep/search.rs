@@ -113,7 +113,7 @@ pub fn evaluate_index_memo(
             item: Hit {
                 est: e,
                 system: si,
-                block: i / grid.hw_count() / grid.axes.knob_count(),
+                block: i / grid.hw_count() / grid.knob_count(),
             },
             key: opts.sort.key(&e),
             x: opts.pareto.0.key(&e),
