@@ -285,11 +285,12 @@ pub fn evaluate_memo(
     )
 }
 
-/// Per-thread reuse for one model over one list of systems: the most recent placements
-/// and per-layer blocks of a sweep's hot loop (`estimate::memo`).
+/// Per-thread reuse for one model over one list of systems: the most recent placements,
+/// per-layer blocks and collectives of a sweep's hot loop (`estimate::memo`).
 pub struct Memo {
     pub(crate) place: memo::PlaceMemo,
     pub(crate) layer: transformer::LayerMemo,
+    pub(crate) coll: std::cell::RefCell<memo::CollCache>,
 }
 
 impl Memo {
@@ -298,6 +299,7 @@ impl Memo {
         Memo {
             place: memo::Recent::new(),
             layer: memo::Recent::new(),
+            coll: std::cell::RefCell::new(memo::Recent::new()),
         }
     }
 }
@@ -332,9 +334,10 @@ fn run<T: Trace>(
             let Memo {
                 place: pc,
                 layer: lc,
+                coll,
             } = memo;
             place = memo::placement(pc, si, plan, make)?;
-            layer = Some((lc, si));
+            layer = Some((lc, memo::Colls::new(coll, si)));
         }
         None => {
             owned = make()?;

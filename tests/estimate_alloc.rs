@@ -1,5 +1,6 @@
-//! `estimate::evaluate` allocates nothing (sweeps call it millions of times): a counting
-//! global allocator around evaluations of every model kind and plan feature.
+//! `estimate::evaluate` allocates nothing (sweeps call it millions of times), nor does
+//! `estimate::evaluate_memo` (the sweep's hot loop): a counting global allocator around
+//! evaluations of every model kind and plan feature.
 
 use astrolabe::catalog;
 use astrolabe::estimate;
@@ -94,9 +95,12 @@ fn evaluate_does_not_allocate() {
             .with_gpus(spec.gpus.unwrap())
             .unwrap();
         let plan = estimate::plan(&m, &s, &spec).unwrap();
+        let mut memo = estimate::Memo::new();
         let before = ALLOCS.load(Ordering::Relaxed);
         for _ in 0..10 {
             std::hint::black_box(estimate::evaluate(&m, &s, &plan).unwrap());
+            // The sweep's path: the memo's first call fills it, the others reuse it.
+            std::hint::black_box(estimate::evaluate_memo(&m, &s, 0, &plan, &mut memo).unwrap());
         }
         assert_eq!(ALLOCS.load(Ordering::Relaxed), before, "{model} allocated");
     }

@@ -1,9 +1,11 @@
-//! The sweep's memo (reuse of placements and per-layer blocks across consecutive plans)
-//! must not change any estimate: over whole sweep grids — several systems, MoE with EP,
-//! context parallelism, FP8, sequence lengths, every knob — each hot-loop index is
-//! estimated with one running memo, as a sweep worker does, and again from scratch, and
-//! the two estimates must be bit-identical. A plan field that the per-layer blocks read
-//! but the memo's key resets would fail here.
+//! The sweep's memo (reuse of placements, per-layer blocks and collectives across
+//! consecutive plans) must not change any estimate: over whole sweep grids — several
+//! systems, MoE with EP, context parallelism, FP8, sequence lengths, every knob — each
+//! hot-loop index is estimated with one running memo, as a sweep worker does, and again
+//! from scratch, and the two estimates must be bit-identical. A plan field that the
+//! per-layer blocks read but the memo's key resets would fail here, and so would a
+//! collective cached without the system it ran on (the scale-out bandwidth axis). The
+//! collective cache's key, field by field, is tested in `estimate::memo`.
 
 use astrolabe::catalog;
 use astrolabe::compute::{Fp8Recipe, Precision};
@@ -40,9 +42,11 @@ fn dense_default_grid_with_hardware_axes() {
     let system = catalog::system("dgx-a100").unwrap();
     let mut axes = Axes::default_for(128);
     axes.hardware.hbm = vec![Bytes::new(40e9), Bytes::new(80e9)];
-    axes.hardware.bandwidth = vec![(1, vec![Bandwidth::new(25e9)])];
+    // Two scale-out bandwidths: systems whose groups have one shape and whose collectives
+    // differ (the collective cache's system index).
+    axes.hardware.bandwidth = vec![(1, vec![Bandwidth::new(25e9), Bandwidth::new(12.5e9)])];
     let grid = Grid::build(&model, &system, 256, axes).unwrap();
-    assert_eq!(grid.systems.len(), 2);
+    assert_eq!(grid.systems.len(), 4);
     let n = compare("gpt3-175b", &grid);
     assert!(n > 10_000);
 }

@@ -28,7 +28,7 @@ mod offload;
 mod state;
 mod tp;
 
-use super::memo::{LayerKey, Recent};
+use super::memo::{Colls, LayerKey, Recent};
 use super::{Comm, CommClass, Estimate, GroupDims, Times, Trace, finish};
 use crate::compute::Device;
 use crate::error::Result;
@@ -178,6 +178,9 @@ struct Ctx<'a> {
     layer_params: f64,
     /// TP and DP groups span a common network dimension (their traffic shares it).
     tp_dp_share: bool,
+    /// A sweep worker's collective cache (`estimate::memo`), used by the DP and ZeRO-3
+    /// buckets, the pipeline hop and the embedding synchronisation; `None` computes them.
+    colls: Option<Colls<'a>>,
 }
 
 /// Transformer Engine's compute streams for per-expert GEMMs (`get_num_compute_streams`).
@@ -287,7 +290,7 @@ pub(super) fn evaluate<T: Trace>(
     plan: &Plan,
     place: &Placement,
     tr: &mut T,
-    memo: Option<(&mut LayerMemo, usize)>,
+    memo: Option<(&mut LayerMemo, Colls)>,
 ) -> Result<Estimate> {
     let dev = &sys.device;
     let seq;
@@ -336,43 +339,37 @@ pub(super) fn evaluate<T: Trace>(
         scale_up_dims: sys.spec.scale_up_dims,
         layer_params: layer_params(m, plan),
         tp_dp_share: share_dims(&place.tp, grad_span),
+        colls: memo.as_ref().map(|m| m.1),
     };
     explain_header(&c, tr);
-    let Parts {
-        lay,
-        tpw,
-        dense,
-        first,
-        last,
-    } = match memo {
-        Some((memo, system)) => {
-            let key = LayerKey::new(system, plan, place, c.tp_dp_share);
-            match memo.get(&key) {
-                Some(p) => *p,
-                None => {
-                    let p = parts(&c, tr)?;
-                    memo.put(key, p);
-                    p
-                }
-            }
+    // Borrowed from the memo, not copied out of it (a sweep's hot loop).
+    let owned;
+    let parts = match memo {
+        Some((memo, colls)) => {
+            let key = LayerKey::new(colls.system(), plan, place, c.tp_dp_share);
+            memo.get_or_insert(key, || parts(&c, tr))?
         }
-        None => parts(&c, tr)?,
+        None => {
+            owned = parts(&c, tr)?;
+            &owned
+        }
     };
+    let (lay, tpw) = (&parts.lay, &parts.tpw);
     // The first `dense_layers` layers (dense MLP) sit on the first stage; MTP modules
     // (one layer and one more head each) on the last.
+    let (mut first, mut last) = (&parts.first, &parts.last);
+    let (with_dense, with_mtp);
     let nd = m.dense_layers.min(plan.stages.first) as f64;
-    let first = if nd > 0.0 {
-        first.add(dense, nd).add(lay, -nd)
-    } else {
-        first
-    };
+    if nd > 0.0 {
+        with_dense = first.add(parts.dense, nd).add(*lay, -nd);
+        first = &with_dense;
+    }
     let mtp = m.mtp_layers as f64;
-    let last = if mtp > 0.0 {
-        last.add(lay, mtp).add(last, mtp)
-    } else {
-        last
-    };
-    let (worst, st, bubble) = pipeline(&c, &lay, &first, &last, tr);
+    if mtp > 0.0 {
+        with_mtp = last.add(*lay, mtp).add(*last, mtp);
+        last = &with_mtp;
+    }
+    let (worst, st, bubble) = pipeline(&c, lay, first, last, tr);
     let mb = plan.micro_batches as f64;
     let mut times = Times {
         forward: worst.fwd.compute() * mb,
@@ -420,7 +417,7 @@ pub(super) fn evaluate<T: Trace>(
         layers: plan.stages.max_layers() as f64,
     };
     let (dp, slow) = if plan.zero == 3 {
-        zero3(&c, trainable, &lay, &worst, &nb, tr)?
+        zero3(&c, trainable, lay, &worst, &nb, tr)?
     } else {
         dp_comm(&c, trainable, &worst, &nb, tr)?
     };

@@ -258,6 +258,9 @@ pub struct Grid {
     pub total: u64,
     /// Whether the model is a transformer (flash attention matters).
     pub transformer: bool,
+    /// Hardware points per base system and knob combinations per structural plan, counted
+    /// once from `axes` (the hot loop decodes every index with them).
+    counts: (u64, u64),
 }
 
 impl Grid {
@@ -401,24 +404,32 @@ impl Grid {
             systems = all;
         }
         Ok(Grid {
-            axes,
             systems,
             structural,
             invalid: invalid.rows(),
             total,
             transformer: model.transformer().is_some(),
+            counts: (hw, axes.knob_count()),
+            axes,
         })
     }
 
     /// Number of hardware points per base system (1 without hardware axes).
+    #[inline]
     pub fn hw_count(&self) -> u64 {
-        self.axes.hardware.count() as u64
+        self.counts.0
+    }
+
+    /// Number of knob combinations per structural plan ([`Axes::knob_count`]).
+    #[inline]
+    pub fn knob_count(&self) -> u64 {
+        self.counts.1
     }
 
     /// Number of plan configurations (structural plans × knob combinations); each runs on
     /// [`Grid::hw_count`] hardware points.
     pub fn plan_len(&self) -> u64 {
-        self.structural.len() as u64 * self.axes.knob_count()
+        self.structural.len() as u64 * self.knob_count()
     }
 
     /// Number of configurations the hot loop visits: plans × hardware points.
@@ -441,7 +452,7 @@ impl Grid {
     #[inline]
     pub fn decode_plan(&self, i: u64) -> Option<(Plan, usize)> {
         let a = &self.axes;
-        let k = a.knob_count();
+        let k = self.knob_count();
         let s = self.structural[(i / k) as usize];
         let mut r = i % k;
         let mut next = |n: usize| {

@@ -260,7 +260,7 @@ impl Ctx<'_> {
             item: Hit {
                 est: e,
                 system: si,
-                block: p / self.grid.axes.knob_count(),
+                block: p / self.grid.knob_count(),
             },
             key: self.opts.sort.key(&e),
             x: self.opts.pareto.0.key(&e),

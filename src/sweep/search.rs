@@ -7,6 +7,7 @@ use super::objective::Objective;
 use super::prune;
 use crate::estimate::{self, Estimate, Memo};
 use crate::model::Model;
+use crate::parallel::Plan;
 
 /// One kept configuration: its estimate, the index of its system in the grid and of its
 /// structural plan.
@@ -88,10 +89,12 @@ impl SearchResult {
     }
 }
 
-/// Evaluates hot-loop index `i` of `grid`.
+/// Evaluates hot-loop index `i` of `grid` from scratch.
 #[inline]
 pub fn evaluate_index(model: &Model, grid: &Grid, opts: &SearchOptions, i: u64) -> Outcome<Hit> {
-    evaluate_index_memo(model, grid, opts, i, &mut Memo::new())
+    outcome(grid, opts, i, |plan, si| {
+        estimate::evaluate(model, &grid.systems[si].1, plan)
+    })
 }
 
 /// [`evaluate_index`] reusing a worker's [`Memo`] (one per model and grid).
@@ -103,17 +106,30 @@ pub fn evaluate_index_memo(
     i: u64,
     memo: &mut Memo,
 ) -> Outcome<Hit> {
+    outcome(grid, opts, i, |plan, si| {
+        estimate::evaluate_memo(model, &grid.systems[si].1, si, plan, memo)
+    })
+}
+
+/// Decodes index `i` and ranks the estimate `eval` gives for its plan and system index.
+#[inline]
+fn outcome(
+    grid: &Grid,
+    opts: &SearchOptions,
+    i: u64,
+    eval: impl FnOnce(&Plan, usize) -> crate::error::Result<Estimate>,
+) -> Outcome<Hit> {
     let Some((plan, si)) = grid.decode(i) else {
         return Outcome::Dropped(0);
     };
-    match estimate::evaluate_memo(model, &grid.systems[si].1, si, &plan, memo) {
+    match eval(&plan, si) {
         Err(_) => Outcome::Dropped(2),
         Ok(e) if !e.memory.fits => Outcome::Dropped(1),
         Ok(e) => Outcome::Kept {
             item: Hit {
                 est: e,
                 system: si,
-                block: i / grid.hw_count() / grid.axes.knob_count(),
+                block: i / grid.hw_count() / grid.knob_count(),
             },
             key: opts.sort.key(&e),
             x: opts.pareto.0.key(&e),

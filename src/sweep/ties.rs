@@ -38,12 +38,14 @@ type Class = <Hit as Distinct>::Class;
 /// Every valid, fitting knob variant of structural plan `block` on system `system`:
 /// (tie class, plan).
 fn variants_of(model: &Model, grid: &Grid, block: u64, system: usize) -> Vec<(Class, Plan)> {
-    let k = grid.axes.knob_count();
+    let k = grid.knob_count();
     let sys = &grid.systems[system].1;
+    // The variants share placements, layers and collectives (`estimate::Memo`).
+    let mut memo = estimate::Memo::new();
     (0..k)
         .filter_map(|knob| {
             let (plan, _) = grid.decode_plan(block * k + knob)?;
-            let est = estimate::evaluate(model, sys, &plan).ok()?;
+            let est = estimate::evaluate_memo(model, sys, system, &plan, &mut memo).ok()?;
             let hit = Hit { est, system, block };
             est.memory.fits.then(|| (hit.class(0), plan))
         })

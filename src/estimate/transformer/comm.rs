@@ -7,7 +7,7 @@ use super::{Block, Ctx, Pass};
 use crate::collective::Collective as C;
 use crate::error::Result;
 use crate::estimate::windows::{self, Busy, Overlap, bulk, shared};
-use crate::estimate::{Comm, Trace, coll, coll_busy};
+use crate::estimate::{Comm, Trace, coll, memo};
 use crate::model::moe::nodes_per_token;
 use crate::parallel::{DEEPSPEED_2021_RATE, EpDispatch, Schedule, Span, Zero3Impl};
 use crate::units::{Bytes, Seconds};
@@ -65,9 +65,9 @@ pub(super) fn pp_hop(c: &Ctx) -> Result<(Seconds, f64)> {
         return Ok((Seconds::ZERO, 0.0));
     }
     let bytes = c.r * c.e / c.plan.tp as f64;
-    let mut one = coll(C::SendRecv, bytes, &c.place.pp, c.coll)?;
+    let mut one = memo::coll(c.colls, C::SendRecv, bytes, &c.place.pp, c.coll)?;
     if !c.plan.sp {
-        one += coll(C::AllGather, c.r * c.e, &c.place.tp, c.coll)?;
+        one += memo::coll(c.colls, C::AllGather, c.r * c.e, &c.place.tp, c.coll)?;
     }
     Ok((one, bytes))
 }
@@ -115,7 +115,10 @@ pub(super) fn embedding_sync(c: &Ctx) -> Result<(Seconds, f64)> {
     };
     let g = c.plan.optimizer.bytes_per_param().1;
     let bytes = c.m.v * c.m.h / c.plan.tp as f64 * g;
-    Ok((coll(C::AllReduce, bytes, &pair, c.coll)?, bytes))
+    Ok((
+        memo::coll(c.colls, C::AllReduce, bytes, &pair, c.coll)?,
+        bytes,
+    ))
 }
 
 /// The span of one pass a DP (or ZeRO-3) collective can be in flight during. When TP and DP
@@ -435,6 +438,6 @@ pub(super) fn zero3<T: Trace>(
 /// `bytes` moved as `k` equal buckets, each a collective of its own: `k · T(bytes/k)` (so
 /// `k` latencies and the same transfer), and the busy time per dimension.
 fn bucketed(op: C, bytes: f64, k: f64, span: &Span, c: &Ctx) -> Result<(Seconds, Busy)> {
-    let (one, busy) = coll_busy(op, bytes / k, span, c.dp_coll, c.tp_dp_share)?;
+    let (one, busy) = memo::coll_busy(c.colls, op, bytes / k, span, c.dp_coll, c.tp_dp_share)?;
     Ok((one * k, windows::scaled(&busy, k)))
 }
