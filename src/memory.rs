@@ -137,7 +137,7 @@ pub fn model_states(params: f64, opt: Optimizer, zero: u8, dp: u32) -> [f64; 3] 
 /// above.
 ///
 /// An MoE layer also keeps its routed tokens' copies as the experts' GEMM input
-/// ([`dispatched_input`]: `q·k·etp` more in the split term).
+/// (`dispatched_input`: `q·k·etp` more in the split term).
 ///
 /// Dropout is assumed present when the model has biases (GPT, BERT) and absent otherwise
 /// (LLaMA).
