@@ -42,22 +42,11 @@ fn send_recv_explains_the_neighbour_bandwidth_of_each_block() {
 /// follows; the printed numbers reproduce both percentages by hand.
 #[test]
 fn mfu_line_divides_by_the_peak_it_names() {
-    let out = text(&[
-        "estimate",
-        "--model",
-        "llama3-8b",
-        "--system",
-        "dgx-h100",
-        "--gpus",
-        "8",
-        "--tp",
-        "8",
-        "--global-batch",
-        "8",
-        "--precision",
-        "fp8",
-        "--explain",
-    ]);
+    let args: Vec<&str> =
+        "estimate --model llama3-8b --system dgx-h100 --gpus 8 --tp 8 --global-batch 8 --precision fp8 --explain"
+            .split_whitespace()
+            .collect();
+    let out = text(&args);
     let line = out
         .lines()
         .find(|l| l.contains("MFU ="))
