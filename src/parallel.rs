@@ -646,12 +646,14 @@ impl Plan {
 
     /// Pipeline bubble as a fraction of the ideal (bubble-free) time:
     /// `(p − 1) / (v · m)`; GPipe and 1F1B have v = 1 (Narayanan et al. SC'21 §2.2).
-    /// DualPipe: `(p/2 − 1)·F / (m·(F + B + W))` with `B = W = F` (the backward's two
-    /// GEMMs per forward GEMM), `(p/2 − 1)/(3m)` (see `estimate::transformer::pipeline`).
+    /// DualPipe: `(p/2 − 1)·(F&B + B − 3W)` against the `m` chunk pairs `F + B` a device
+    /// runs (`m/2` micro-batches on each of its two stages), with a full backward
+    /// `B = 2F` (input and weight gradient), `W = F` and `F&B = F + B`:
+    /// `(p/2 − 1)·2F / (3F·m) = (p − 2)/(3m)` (see `estimate::transformer::pipeline`).
     pub fn bubble_fraction(&self) -> f64 {
         let m = self.micro_batches as f64;
         if self.schedule == Schedule::DualPipe {
-            return (self.pp as f64 / 2.0 - 1.0).max(0.0) / (3.0 * m);
+            return (self.pp as f64 - 2.0).max(0.0) / (3.0 * m);
         }
         (self.pp - 1) as f64 / (self.v as f64 * m)
     }

@@ -305,7 +305,7 @@ fn notes(e: &Estimate) -> Vec<String> {
     }
     if e.plan.pp > 1 {
         let formula = if e.plan.schedule == crate::parallel::Schedule::DualPipe {
-            "(p/2-1)/(3m)"
+            "(p-2)/(3m)"
         } else {
             "(p-1)/(v·m)"
         };

@@ -622,6 +622,8 @@ fn pipeline_comm<T: Trace>(c: &Ctx, stage: Seconds, times: &mut Times, tr: &mut 
                 2 * plan.v,
                 if plan.schedule == crate::parallel::Schedule::Interleaved {
                     format!("beside the stage's {stage} (bulk: interleaved schedule, overlap_p2p_comm)")
+                } else if plan.schedule == crate::parallel::Schedule::DualPipe {
+                    format!("beside the stage's {stage} (bulk: DualPipe overlaps them with the paired chunk)")
                 } else {
                     "blocking between compute steps (1F1B/GPipe): exposed".to_string()
                 },
@@ -652,10 +654,28 @@ fn pipeline<T: Trace>(
     let plan = c.plan;
     let st = plan.stages;
     let n = |k: u32| Block::default().add(*lay, k as f64);
+    let dual = plan.schedule == crate::parallel::Schedule::DualPipe && plan.pp > 1;
     let (worst, sum) = if plan.pp == 1 {
         let all = n(st.first).add(*first, 1.0).add(*last, 1.0);
         let t = stage_time(&all);
         ((all, t), t.total)
+    } else if dual {
+        // DualPipe: device i runs stage i for the m/2 micro-batches of one direction and
+        // stage p − 1 − i for the m/2 of the other, so the first and last stage share a
+        // device. Per micro-batch the busiest device spends half its pair.
+        let ends = n(st.first)
+            .add(*first, 1.0)
+            .add(n(st.last), 1.0)
+            .add(*last, 1.0);
+        let mids = n(st.dualpipe_mid_pair());
+        let pair = if stage_time(&mids).total > stage_time(&ends).total {
+            mids
+        } else {
+            ends
+        };
+        let half = Block::default().add(pair, 0.5);
+        let t = stage_time(&half);
+        ((half, t), t.total)
     } else {
         let f = n(st.first).add(*first, 1.0);
         let l = n(st.last).add(*last, 1.0);
@@ -679,39 +699,67 @@ fn pipeline<T: Trace>(
     let (worst, stt) = worst;
     let bubble = if plan.pp == 1 {
         Seconds::ZERO
-    } else if plan.schedule == crate::parallel::Schedule::DualPipe {
+    } else if dual {
         dualpipe_bubble(plan.pp, &worst)
     } else {
         (sum - stt.total) / plan.v as f64
     };
-    tr.line(|| {
-        format!(
-            "stages: layers first {}, middle up to {} ({} in all), last {}; slowest stage per micro-batch {}",
-            st.first, st.mid_max, st.mid_sum, st.last, stt.total
-        )
-    });
-    tr.line(|| {
-        format!(
-            "bubble = (Σ_i T_i − max_i T_i)/v = ({sum} − {})/{} = {bubble}",
-            stt.total, plan.v
-        )
-    });
+    if dual {
+        tr.line(|| {
+            format!(
+                "stages: layers first {}, middle up to {} ({} in all), last {}; DualPipe: device i runs stages i and p−1−i, m/2 micro-batches each; busiest pair (first + last, or {} middle layers) per micro-batch ½(T_i + T_p−1−i) = {}",
+                st.first,
+                st.mid_max,
+                st.mid_sum,
+                st.last,
+                st.dualpipe_mid_pair(),
+                stt.total
+            )
+        });
+        tr.line(|| {
+            format!(
+                "bubble = (p/2 − 1)·(F + B/2) of that half pair (DeepSeek-V3 Table 2, (p/2 − 1)(F&B + B − 3W), F&B = F + B, W = B/2) = {}·({} + {}/2) = {bubble}",
+                plan.pp / 2 - 1,
+                stage_time(&Block { fwd: worst.fwd, ..Block::default() }).total,
+                stage_time(&Block { bwd: worst.bwd, rec: worst.rec, ..Block::default() }).total,
+            )
+        });
+    } else {
+        tr.line(|| {
+            format!(
+                "stages: layers first {}, middle up to {} ({} in all), last {}; slowest stage per micro-batch {}",
+                st.first, st.mid_max, st.mid_sum, st.last, stt.total
+            )
+        });
+        tr.line(|| {
+            format!(
+                "bubble = (Σ_i T_i − max_i T_i)/v = ({sum} − {})/{} = {bubble}",
+                stt.total, plan.v
+            )
+        });
+    }
     (worst, stt, bubble)
 }
 
-/// DualPipe's bubble (DeepSeek-V3 technical report, Table 2): `(p/2 − 1)·(F&B + B − 3W)`,
-/// with `F`, `B`, `W` the stage's forward, input-gradient and weight-gradient chunk times
-/// and `F&B` a forward and a backward chunk run as an overlapped pair. The pair's compute
-/// runs in series, `F&B = F + B + W`; the backward of a layer runs one GEMM for the input
-/// and one for the weight gradient per forward GEMM, `B = W` (half of the backward each),
-/// so the bubble is `(p/2 − 1)·(F + 2B − 2W) = (p/2 − 1)·F`: `p/2 − 1` forward passes of
-/// the slowest stage.
-fn dualpipe_bubble(pp: u32, worst: &Block) -> Seconds {
-    let fwd = stage_time(&Block {
-        fwd: worst.fwd,
+/// DualPipe's bubble (DeepSeek-V3 technical report, Table 2; the DualPipe repository's
+/// README): `(p/2 − 1)·(F&B + B − 3W)`, with `F` a forward chunk, `B` a full backward
+/// chunk (input and weight gradients), `W` its weight-gradient part and `F&B` a forward
+/// and a backward chunk run as an overlapped pair. The pair's compute runs in series,
+/// `F&B = F + B`; a linear layer's backward runs one GEMM for the input and one for the
+/// weight gradient per forward GEMM, `W = B/2`, so the bubble is
+/// `(p/2 − 1)·(F + 2B − 3B/2) = (p/2 − 1)·(F + B/2)`, the chunk being the busiest
+/// device's half pair (recomputation counts with the backward).
+fn dualpipe_bubble(pp: u32, half: &Block) -> Seconds {
+    let f = stage_time(&Block {
+        fwd: half.fwd,
         ..Block::default()
     });
-    fwd.total * (pp as f64 / 2.0 - 1.0).max(0.0)
+    let b = stage_time(&Block {
+        bwd: half.bwd,
+        rec: half.rec,
+        ..Block::default()
+    });
+    (f.total + b.total * 0.5) * (pp as f64 / 2.0 - 1.0).max(0.0)
 }
 
 /// (model, hardware) FLOPs per iteration: `3 · F_fwd/token · B · s` (`2 ·` with LoRA,

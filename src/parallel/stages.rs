@@ -154,6 +154,26 @@ impl Stages {
     pub fn max_layers(&self) -> u32 {
         self.first.max(self.last).max(self.mid_max)
     }
+
+    /// DualPipe's busiest pair of middle stages, in layers: device `i` runs stage `i`
+    /// and stage `p − 1 − i` (DeepSeek's DualPipe, `examples/example_dualpipe.py`), so
+    /// the `p − 2` middle stages form `(p − 2)/2` pairs. Of them `h = Σ − (p − 2)·(max − 1)`
+    /// hold the most layers; with `h` above the pair count two of them must share a pair
+    /// (`2·max`), else each pairs with a lighter stage (`2·max − 1`). 0 when `p ≤ 2`. For
+    /// an explicit list whose middle stages differ by more than one layer this assumes
+    /// they hold `max` or `max − 1`.
+    pub fn dualpipe_mid_pair(&self) -> u32 {
+        if self.pp <= 2 || self.mid_max == 0 {
+            return 0;
+        }
+        let mids = self.pp - 2;
+        let heavy = self.mid_sum.saturating_sub(mids * (self.mid_max - 1));
+        if heavy > mids / 2 {
+            2 * self.mid_max
+        } else {
+            2 * self.mid_max - 1
+        }
+    }
 }
 
 #[cfg(test)]
@@ -208,5 +228,24 @@ mod tests {
             ..SplitSpec::default()
         };
         assert!(Stages::new(17, 4, &s).is_err());
+    }
+
+    /// DualPipe pairs stage `i` with `p − 1 − i`; the busiest middle pair by hand.
+    #[test]
+    fn dualpipe_middle_pairs() {
+        let pair = |l, p| {
+            Stages::new(l, p, &SplitSpec::default())
+                .unwrap()
+                .dualpipe_mid_pair()
+        };
+        // DeepSeek-V3, 61 layers on 16 stages: 3, 4 × 13 and 3 × 1 in the middle, 3. Thirteen
+        // 4-layer stages for seven pairs: two share one, 8 layers.
+        assert_eq!(pair(61, 16), 8);
+        // 19 on 8: 2, 3 3 3 2 2 2, 2 (three heavy for three pairs): 3 + 2 = 5.
+        assert_eq!(pair(19, 8), 5);
+        // 20 on 8: four heavy middles for three pairs: 3 + 3.
+        assert_eq!(pair(20, 8), 6);
+        assert_eq!(pair(32, 4), 16);
+        assert_eq!(pair(32, 2), 0);
     }
 }
