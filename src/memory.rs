@@ -4,7 +4,7 @@
 
 use crate::compute::{Fp8Recipe, Precision};
 use crate::model::Transformer;
-use crate::parallel::{Optimizer, Plan, Recompute, Schedule};
+use crate::parallel::{Optimizer, Plan, Recompute, RecomputeModules, Schedule};
 use crate::units::Bytes;
 
 /// Memory per device. `Copy`; part of an `Estimate`.
@@ -137,7 +137,11 @@ pub fn model_states(params: f64, opt: Optimizer, zero: u8, dp: u32) -> [f64; 3] 
 /// above.
 ///
 /// An MoE layer also keeps its routed tokens' copies as the experts' GEMM input
-/// (`dispatched_input`: `q·k·etp` more in the split term).
+/// (`dispatched_input`: `q·k·etp` more in the split term) and its shared experts' MLP
+/// terms. The attention's Q, K, V and output are counted at their true widths, MLA's with
+/// its latents (`attention_terms`). Megatron-core's `recompute_modules`
+/// (`parallel::RecomputeModules`) drop what they rebuild: `layernorm` the norms' outputs
+/// (`R` loses `2q`), `mla_up_proj` MLA's Q, K and V, `moe_act` the experts' FC2 input.
 ///
 /// Dropout is assumed present when the model has biases (GPT, BERT) and absent otherwise
 /// (LLaMA).
@@ -149,8 +153,10 @@ pub fn layer_activation_bytes(m: &Transformer, plan: &Plan, dropout: bool) -> f6
         return 2.0 * sbh / split_by(plan.sp);
     }
     let q = saved_input_bytes(plan.precision, plan.fp8_recipe);
-    let kv_ratio = m.kv_heads as f64 / m.heads as f64;
-    let mlp = mlp_term(m, m.f, m.top_k as f64, q);
+    let modules = plan.recompute_modules;
+    let act_kept = !modules.has(RecomputeModules::MOE_ACT);
+    let mlp = mlp_term(m, m.f, m.top_k as f64, q, act_kept || m.experts <= 1);
+    let shared = mlp_term(m, m.shared_f, 1.0, q, true);
     let proj_in = if q < 2.0 && plan.flash_attention {
         2.0 + q
     } else {
@@ -161,16 +167,52 @@ pub fn layer_activation_bytes(m: &Transformer, plan: &Plan, dropout: bool) -> f6
     } else {
         (if dropout { 5.0 } else { 2.0 }) * m.heads as f64 * s / h
     };
-    // A norm's input (2 B) and its output feeding a GEMM (`q` B).
-    let norm = 2.0 + q;
-    let attention = 2.0 + 4.0 * kv_ratio + proj_in;
+    // A norm's input (2 B) and its output feeding a GEMM (`q` B; recomputed with
+    // `layernorm`).
+    let norm = if modules.has(RecomputeModules::LAYERNORM) {
+        2.0
+    } else {
+        2.0 + q
+    };
+    let (attention, latents) = attention_terms(m, plan, q, proj_in);
     if let Some(hy) = &m.hybrid {
         let x = (norm, attention, q);
         return sbh * hybrid_layer_terms(m, hy, plan, dropout, x, scores);
     }
-    let split = attention + mlp + dispatched_input(m, plan, q);
+    let split = attention + mlp + shared + dispatched_input(m, plan, q);
     let replicated = 2.0 * norm + if dropout { 2.0 } else { 0.0 };
-    sbh * (replicated / split_by(plan.sp) + split / t + scores / t)
+    sbh * (replicated / split_by(plan.sp) + latents + split / t + scores / t)
+}
+
+/// One attention block's saved tensors per `s·b·h`: (split over TP, replicated). Fused
+/// attention keeps its query (`a·d_qk` columns), key (`kv·d_qk`) and value (`kv·d_v`) in
+/// 16-bit, and the output projection its input, the attention output (`a·d_v` columns at
+/// `proj_in` bytes): `(2·(a·d_qk + kv·(d_qk + d_v)) + proj_in·a·d_v)/h`, Korthikanti's
+/// `2 + 4·kv/a + 2` when `a·d = h` (it is not for Qwen3, whose 64 heads of 128 are twice
+/// its hidden 4096). MLA (Megatron-core `MLASelfAttention`) also keeps its latents on
+/// every TP rank (the down-projections are replicated): each latent's norm input and its
+/// normalised copy feeding the up-projection, `(2 + q)·(r_q + r_kv)`, and the rotary key,
+/// `2·d_rope`; with `mla_up_proj` the query, key and value are dropped after the
+/// attention's forward and rebuilt from the latents for its backward
+/// (`CheckpointWithoutOutput` around `qkv_up_proj_and_rope_apply`).
+fn attention_terms(m: &Transformer, plan: &Plan, q: f64, proj_in: f64) -> (f64, f64) {
+    let at = &m.attn;
+    let (a, kv, dqk, dv) = (at.heads, at.kv_heads, at.qk_d, at.v_d);
+    let out = proj_in * a * dv;
+    match at.mla {
+        None => ((2.0 * (a * dqk + kv * (dqk + dv)) + out) / m.h, 0.0),
+        Some([qr, kvr, rope]) => {
+            let qkv = if plan.recompute_modules.has(RecomputeModules::MLA_UP_PROJ) {
+                0.0
+            } else {
+                2.0 * (a * dqk + kv * (dqk + dv))
+            };
+            (
+                (qkv + out) / m.h,
+                ((2.0 + q) * (qr + kvr) + 2.0 * rope) / m.h,
+            )
+        }
+    }
 }
 
 /// An MoE layer's routed tokens saved by the experts' first GEMM, per `s·b·h` before the
@@ -191,9 +233,11 @@ fn dispatched_input(m: &Transformer, plan: &Plan, q: f64) -> f64 {
 
 /// The MLP's split activations per `s·b·h` for `k` experts of width `f`, with the FC2
 /// input kept at `q` bytes per element: `(2 + q)·f/h` (`(4 + q)·f/h` SwiGLU) each; `4·f/h`
-/// (`6·f/h`) in 16-bit.
-fn mlp_term(m: &Transformer, f: f64, k: f64, q: f64) -> f64 {
-    (if m.gated { 4.0 } else { 2.0 } + q) * f / m.h * k
+/// (`6·f/h`) in 16-bit. Without the FC2 input (`act_kept` false: the activation is
+/// recomputed, `moe_act`) `2·f/h` (`4·f/h`).
+fn mlp_term(m: &Transformer, f: f64, k: f64, q: f64, act_kept: bool) -> f64 {
+    let fc2_in = if act_kept { q } else { 0.0 };
+    (if m.gated { 4.0 } else { 2.0 } + fc2_in) * f / m.h * k
 }
 
 /// A hybrid model's layer activations per `s·b·h`, averaged over its layers
@@ -219,8 +263,16 @@ fn hybrid_layer_terms(
     let n = hy.counts;
     let mamba = hy.mamba.map_or(0.0, |mb| mb.activation_bytes(1.0) / m.h);
     let split = n.attention as f64 * (attention + scores)
-        + n.mlp as f64 * mlp_term(m, m.dense_f, 1.0, q)
-        + n.moe as f64 * (mlp_term(m, m.f, m.top_k as f64, q) + dispatched_input(m, plan, q))
+        + n.mlp as f64 * mlp_term(m, m.dense_f, 1.0, q, true)
+        + n.moe as f64
+            * (mlp_term(
+                m,
+                m.f,
+                m.top_k as f64,
+                q,
+                !plan.recompute_modules.has(RecomputeModules::MOE_ACT),
+            ) + mlp_term(m, m.shared_f, 1.0, q, true)
+                + dispatched_input(m, plan, q))
         + n.mamba as f64 * mamba;
     rep + split / t / m.layers as f64
 }

@@ -12,7 +12,7 @@ mod stages;
 pub use context::CpKind;
 pub use knobs::{
     CudaGraphs, DEEPSPEED_2021_RATE, EpDispatch, GroupedGemm, LoraTargets, Optimizer, Order,
-    Recompute, Schedule, Zero3Impl,
+    Recompute, RecomputeModules, Schedule, Zero3Impl,
 };
 pub use placement::{Placement, Span};
 pub use stages::{SplitSpec, Stages};
@@ -93,6 +93,10 @@ pub struct PlanSpec {
     pub virtual_stages: u32,
     /// Activation recomputation.
     pub recompute: Recompute,
+    /// Submodules recomputed besides (Megatron-core `recompute_modules`: layernorm,
+    /// mla_up_proj, moe_act).
+    #[serde(default)]
+    pub recompute_modules: RecomputeModules,
     /// ZeRO stage 0–3 (3 = FSDP).
     pub zero: u8,
     /// How ZeRO-3 runs (only with `zero = 3`); unset: `fsdp` with HSDP (an FSDP
@@ -172,6 +176,7 @@ impl Default for PlanSpec {
             schedule: Schedule::OneFOneB,
             virtual_stages: 1,
             recompute: Recompute::None,
+            recompute_modules: RecomputeModules::NONE,
             zero: 0,
             zero3_impl: None,
             dp_overlap: true,
@@ -268,6 +273,8 @@ pub struct Plan {
     pub v: u32,
     /// Recomputation.
     pub recompute: Recompute,
+    /// Submodules recomputed besides.
+    pub recompute_modules: RecomputeModules,
     /// ZeRO stage.
     pub zero: u8,
     /// How ZeRO-3 runs.
@@ -557,6 +564,7 @@ impl Plan {
             schedule: s.schedule,
             v,
             recompute: s.recompute,
+            recompute_modules: s.recompute_modules,
             zero: s.zero,
             zero3_impl: s.zero3_impl.unwrap_or(if s.hsdp.is_some() {
                 Zero3Impl::Fsdp
@@ -590,6 +598,25 @@ impl Plan {
     /// model chunk may then hold only one of them (Megatron-LM's
     /// `account_for_{embedding,loss}_in_pipeline_split`: Llama 3.1 405B's 126 layers + 2
     /// on 16 stages × 8 chunks).
+    /// What Megatron-core accepts of `recompute_modules` (`TransformerConfig`
+    /// `__post_init__`): `mla_up_proj` only with MLA, `moe_act` only with MoE; full
+    /// recomputation already recomputes every module.
+    fn check_recompute_modules(&self, mla: bool, moe: bool) -> Result<()> {
+        let r = self.recompute_modules;
+        let msg = if r == RecomputeModules::NONE {
+            return Ok(());
+        } else if self.recompute == Recompute::Full {
+            "full recomputation already recomputes every module; use --recompute none or selective with --recompute-modules"
+        } else if r.has(RecomputeModules::MLA_UP_PROJ) && !mla {
+            "mla_up_proj needs a model with multi-latent attention"
+        } else if r.has(RecomputeModules::MOE_ACT) && !moe {
+            "moe_act needs an MoE model"
+        } else {
+            return Ok(());
+        };
+        Err(bad("recompute_modules", msg.to_string()))
+    }
+
     fn check_model(&self, model: &Model, ends: u32) -> Result<()> {
         match &model.kind {
             ModelKind::Transformer(t) => {
@@ -619,6 +646,7 @@ impl Plan {
                         ),
                     ));
                 }
+                self.check_recompute_modules(t.attn.mla.is_some(), t.experts > 1)?;
                 context::check(self, t)?;
                 if !t.experts.is_multiple_of(self.ep) {
                     return Err(bad(

@@ -185,6 +185,11 @@ fn dualpipe_bubble_and_memory_by_hand() {
         max_relative = 1e-9
     );
     approx::assert_relative_eq!(tb["bubble_fraction"].as_f64().unwrap(), 2.0 / 24.0);
+    let notes = dual["notes"].to_string();
+    assert!(
+        notes.contains("bubble fraction (p-2)/(3m) = 8.33%"),
+        "{notes}"
+    );
     let mem = |v: &serde_json::Value, k: &str| v["memory_breakdown"][k].as_f64().unwrap();
     approx::assert_relative_eq!(
         mem(&dual, "weights_bytes"),
@@ -406,6 +411,23 @@ fn dualpipe_bubble_on_eight_stages() {
         max_relative = 1e-9
     );
     approx::assert_relative_eq!(tb["bubble_fraction"].as_f64().unwrap(), 6.0 / 48.0);
+    // Recomputation runs in the backward chunk: B counts it.
+    let v = json(&cli(
+        "estimate --model llama3-8b --system dgx-h100 --gpus 8 --pp 8 --global-batch 16 --schedule dualpipe --recompute full",
+    ));
+    let tb = &v["time_breakdown"];
+    let per_mb = |k: &str| tb[k].as_f64().unwrap() / 16.0;
+    let (f, b, r) = (
+        per_mb("forward_s"),
+        per_mb("backward_s"),
+        per_mb("recompute_s"),
+    );
+    assert!(r > 0.1 * f, "{r} {f}");
+    approx::assert_relative_eq!(
+        tb["pipeline_bubble_s"].as_f64().unwrap(),
+        3.0 * (f + (b + r) / 2.0),
+        max_relative = 1e-9
+    );
 }
 
 /// DualPipe pairs stage `i` with stage `p − 1 − i` on one device, `m/2` micro-batches each
@@ -596,14 +618,16 @@ fn expert_states_shard_over_expert_dp() {
 
 /// An MoE layer keeps each token's `k` routed copies as its experts' first GEMM input
 /// (Transformer Engine `GroupedLinear` saves it for the weight gradient) on top of
-/// Korthikanti et al.'s terms. Qwen3-30B-A3B (h 2048, 32 heads and 4 KV heads, experts of
-/// width 768, top-8), one micro-batch of 4096 tokens, no recomputation, flash attention,
-/// 48 layers on one stage; bytes per `s·b·h` per layer:
-/// - BF16, TP 1: norms 2·(2 + 2) = 8, attention 2 + 4·4/32 + 2 = 4.5, experts' SwiGLU
-///   (4 + 2)·768/2048·8 = 18, routed copies 2·8 = 16: 46.5;
-/// - MXFP8 (`q = 1 + 1/32`): norms 2·(2 + q) = 6.0625, attention 2 + 0.5 + (2 + q) =
-///   5.53125, SwiGLU (4 + q)·3 = 15.09375, routed copies 8q = 8.25: 34.9375;
-/// - BF16, TP 2 with SP, ETP 2: norms 8/2 = 4, then (4.5 + 18 + 2·8·2)/2 = 27.25: 31.25.
+/// Korthikanti et al.'s terms, taken at the attention's true widths. Qwen3-30B-A3B (h 2048,
+/// 32 query heads and 4 KV heads of 128, so the query is 4096 wide; experts of width 768,
+/// top-8), one micro-batch of 4096 tokens, no recomputation, flash attention, 48 layers on
+/// one stage; bytes per `s·b·h` per layer:
+/// - BF16, TP 1: norms 2·(2 + 2) = 8; attention Q 2·4096/2048 = 4, K and V 2·512/2048
+///   each = 1, output 2·4096/2048 = 4: 9; experts' SwiGLU (4 + 2)·768/2048·8 = 18; routed
+///   copies 2·8 = 16: 51;
+/// - MXFP8 (`q = 1 + 1/32`): norms 2·(2 + q) = 6.0625, attention 5 + (2 + q)·2 =
+///   11.0625, SwiGLU (4 + q)·3 = 15.09375, routed copies 8q = 8.25: 40.46875;
+/// - BF16, TP 2 with SP, ETP 2: norms 8/2 = 4, then (9 + 18 + 2·8·2)/2 = 29.5: 33.5.
 #[test]
 fn moe_layers_keep_their_routed_copies() {
     let acts = |line: &'static str| {
@@ -615,20 +639,72 @@ fn moe_layers_keep_their_routed_copies() {
         acts(
             "estimate --model qwen3-30b-a3b --system dgx-h100 --gpus 8 --ep 8 --etp 1 --global-batch 8 --seq-len 4096 --precision bf16 --flash-attention --recompute none",
         ),
-        46.5,
+        51.0,
     );
     close(
         acts(
             "estimate --model qwen3-30b-a3b --system dgx-b200 --gpus 8 --ep 8 --etp 1 --global-batch 8 --seq-len 4096 --precision mxfp8 --flash-attention --recompute none",
         ),
-        34.9375,
+        40.46875,
     );
     close(
         acts(
             "estimate --model qwen3-30b-a3b --system dgx-b200 --gpus 8 --tp 2 --sequence-parallel --ep 4 --etp 2 --global-batch 4 --seq-len 4096 --precision bf16 --flash-attention --recompute none",
         ),
-        31.25,
+        33.5,
     );
+}
+
+/// MLA's saved tensors and Megatron-core's recompute modules, by hand on DeepSeek-V3
+/// (h 7168; 128 heads, query/key 128 + 64 rotary, value 128; latents 1536 and 512; 256
+/// experts of 2048, top-8, one shared expert of 2048), BF16, TP 1, flash attention, one
+/// sequence of 4096 on 64 GPUs with EP 64 (all 61 layers on one stage, counted as MoE
+/// layers); bytes per `s·b·h` per layer:
+/// - no recomputation: norms 2·(2 + 2) = 8; latents (2 + 2)·(1536 + 512)/7168 and the
+///   rotary key 2·64/7168; query, key and value 2·(128·192 + 128·(192 + 128))/7168; the
+///   attention output 2·128·128/7168; experts' SwiGLU (4 + 2)·2048/7168·8; the shared
+///   expert's (4 + 2)·2048/7168; routed copies 2·8;
+/// - `layernorm,mla_up_proj,moe_act` (DeepSeek-V3 report §3.3.2): the norms keep their
+///   input only (2·2), the query, key and value go, the experts keep their FC1 output
+///   only (4·2048/7168·8).
+///
+/// The recomputed forwards: per layer and micro-batch, the up-projections' FLOPs
+/// 2·4096·(1536·24576 + 512·32768) again in the hardware count.
+#[test]
+fn mla_activations_and_recompute_modules_by_hand() {
+    let base = "estimate --model deepseek-v3 --system dgx-h100 --gpus 64 --ep 64 --etp 1 --global-batch 64 --seq-len 4096 --precision bf16 --flash-attention";
+    let run = |extra: &str| {
+        let line = format!("{base} {extra}");
+        estimate_json(&line.split_whitespace().collect::<Vec<_>>())
+    };
+    let sbh = 61.0 * 4096.0 * 7168.0;
+    let h = 7168.0;
+    let latents = (4.0 * (1536.0 + 512.0) + 2.0 * 64.0) / h;
+    let qkv = 2.0 * (128.0 * 192.0 + 128.0 * 320.0) / h;
+    let out = 2.0 * 128.0 * 128.0 / h;
+    let (swiglu, shared, copies) = (6.0 * 2048.0 / h * 8.0, 6.0 * 2048.0 / h, 16.0);
+    let plain = run("");
+    let acts = |v: &serde_json::Value| v["memory_breakdown"]["activations_bytes"].as_f64().unwrap();
+    let want = 8.0 + latents + qkv + out + swiglu + shared + copies;
+    assert!(
+        (acts(&plain) / sbh / want - 1.0).abs() < 1e-9,
+        "{} vs {want}",
+        acts(&plain) / sbh
+    );
+    let modules = run("--recompute-modules layernorm,mla_up_proj,moe_act");
+    let want = 4.0 + latents + out + 4.0 * 2048.0 / h * 8.0 + shared + copies;
+    assert!(
+        (acts(&modules) / sbh / want - 1.0).abs() < 1e-9,
+        "{} vs {want}",
+        acts(&modules) / sbh
+    );
+    // Hardware FLOPs: the model's times HFU/MFU.
+    let hw = |v: &serde_json::Value| {
+        let f = |k: &str| v[k].as_f64().unwrap();
+        f("model_flops_per_iteration") * f("hfu") / f("mfu")
+    };
+    let up = 2.0 * (1536.0 * 24576.0 + 512.0 * 32768.0) * 4096.0 * 64.0 * 61.0;
+    assert!((hw(&modules) - hw(&plain) - up).abs() / up < 1e-9);
 }
 
 /// The same two terms on a hybrid model, where only some layers are MoE: Nemotron 3 Nano
@@ -662,4 +738,46 @@ fn hybrid_moe_layers_shard_and_keep_their_copies() {
     };
     let delta = nano(tp2(2), "activations_bytes") - nano(tp2(1), "activations_bytes");
     assert!((delta / 3_038_773_248.0 - 1.0).abs() < 1e-9, "{delta}");
+}
+
+/// The recomputed forwards of `--recompute-modules`, by hand (memory-bound at 3.35 TB/s ×
+/// 0.7 plus 4 µs per kernel on an H100, one sequence of 4096 on one GPU):
+/// - `layernorm` on Llama 3 8B (h 4096, 32 layers): two norms read and write 2 B per
+///   element, 4·4096·4096·2 B and 2 kernels per layer;
+/// - `moe_act` on Qwen3-30B-A3B (48 layers, experts of 768, top-8): SwiGLU reads 4 B and
+///   writes 2 B per output element, 6·4096·768·8 B in one kernel per layer.
+#[test]
+fn recompute_modules_time_by_hand() {
+    let rec = |line: &'static str| {
+        estimate_json(&cli(line))["time_breakdown"]["recompute_s"]
+            .as_f64()
+            .unwrap()
+    };
+    let bw = 3.35e12 * 0.7;
+    let norm = 32.0 * (4.0 * 4096.0 * 4096.0 * 2.0 / bw + 2.0 * 4e-6);
+    let got = rec(
+        "estimate --model llama3-8b --system dgx-h100 --gpus 1 --seq-len 4096 --global-batch 1 --recompute-modules layernorm",
+    );
+    assert!((got / norm - 1.0).abs() < 1e-9, "{got} vs {norm}");
+    let act = 48.0 * (6.0 * 4096.0 * 768.0 * 8.0 / bw + 4e-6);
+    let got = rec(
+        "estimate --model qwen3-30b-a3b --system dgx-h100 --gpus 1 --seq-len 4096 --global-batch 1 --recompute-modules moe_act",
+    );
+    assert!((got / act - 1.0).abs() < 1e-9, "{got} vs {act}");
+    // MLA's up-projections: the two up-projection GEMMs of the layer's forward again
+    // (their times from the explain lines) and the rotary kernels.
+    let args = cli(
+        "estimate --model deepseek-v3 --system dgx-h100 --gpus 64 --ep 64 --etp 1 --global-batch 64 --seq-len 4096 --precision bf16",
+    );
+    let fwd_of = |needle: &str| common::micros(&explain_line(&args, needle), "fwd ") * 1e-6;
+    let gemms = fwd_of("GEMM query up") + fwd_of("GEMM KV up");
+    let rope = 4.0 * 4096.0 * (128.0 + 1.0) * 64.0 / bw + 2.0 * 4e-6;
+    let mut with = args.clone();
+    with.extend(["--recompute-modules", "mla_up_proj"]);
+    let got = estimate_json(&with)["time_breakdown"]["recompute_s"]
+        .as_f64()
+        .unwrap();
+    // 61 layers and the MTP module's layer on the one stage.
+    let want = 62.0 * (gemms + rope);
+    assert!((got / want - 1.0).abs() < 1e-3, "{got} vs {want}");
 }

@@ -94,6 +94,10 @@ pub struct PlanFlags {
     /// Activation recomputation: none, selective, full.
     #[arg(long)]
     pub recompute: Option<String>,
+    /// Submodules recomputed in the backward (Megatron-core --recompute-modules): none or a
+    /// comma list of layernorm, mla_up_proj, moe_act.
+    #[arg(long, value_name = "LIST")]
+    pub recompute_modules: Option<String>,
     /// ZeRO stage 0–3 (1 = distributed optimizer, 3 = FSDP) (default: 1).
     #[arg(long)]
     pub zero: Option<u8>,
@@ -216,6 +220,10 @@ impl PlanFlags {
             p.recompute =
                 parse_enum::<Recompute>("--recompute", s, &["none", "selective", "full"])?;
         }
+        if let Some(s) = &self.recompute_modules {
+            p.recompute_modules = crate::parallel::RecomputeModules::parse(s)
+                .map_err(|e| Error::input("--recompute-modules", e))?;
+        }
         p.zero = if self.fsdp || self.hsdp.is_some() {
             3
         } else {
@@ -303,6 +311,7 @@ impl PlanFlags {
         for (k, v) in [
             ("schedule", &schedule),
             ("recompute", &self.recompute),
+            ("recompute_modules", &self.recompute_modules),
             ("precision", &self.precision),
             ("dp_bucket", &self.dp_bucket),
             ("memory_reserve", &self.memory_reserve),

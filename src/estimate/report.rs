@@ -98,7 +98,15 @@ pub fn plan_table(r: &EstimateResult, topology: &str, domains: &str) -> Result<T
             String::new(),
         ),
         ("schedule", Cell::text(sched), String::new()),
-        ("recompute", Cell::text(&p.recompute), String::new()),
+        (
+            "recompute",
+            if p.recompute_modules == "none" {
+                Cell::text(&p.recompute)
+            } else {
+                Cell::text(format!("{} + modules {}", p.recompute, p.recompute_modules))
+            },
+            String::new(),
+        ),
         ("ZeRO", Cell::int(p.zero.into()), String::new()),
         (
             "flash attention",

@@ -775,6 +775,21 @@ fn flops(m: &Transformer, plan: &Plan) -> (f64, f64) {
         Recompute::Selective => m.layers as f64 * m.attention_core_flops_per_token(),
         Recompute::Full => m.forward_flops_per_token() - 2.0 * m.v * m.h,
     };
+    // MLA's up-projections again with `mla_up_proj` (2·n·k per token each).
+    let extra = extra
+        + if plan
+            .recompute_modules
+            .has(crate::parallel::RecomputeModules::MLA_UP_PROJ)
+        {
+            let up: f64 = m
+                .attn
+                .up_projections(m.h, 1.0)
+                .map(|(n, k)| 2.0 * n * k)
+                .sum();
+            m.layers as f64 * up
+        } else {
+            0.0
+        };
     (model, model + extra * tokens)
 }
 

@@ -259,6 +259,19 @@ impl Attention {
         }
     }
 
+    /// MLA's up-projections (output columns, inner size) on one of `t` TP ranks: the
+    /// projections that rebuild the query, key and value from the latents (the query's
+    /// from the hidden state when it has no latent), which `mla_up_proj` recomputation
+    /// runs again in the backward; none for MHA/GQA.
+    pub fn up_projections(&self, h: f64, t: f64) -> impl Iterator<Item = (f64, f64)> {
+        let up = self.mla.is_some();
+        self.projections(h, t)
+            .into_iter()
+            .take(4)
+            .filter(move |&(n, _, split)| up && n > 0.0 && split == Split::Col)
+            .map(|(n, k, _)| (n, k))
+    }
+
     /// Query and key columns per token on one of `t` TP ranks that a rotary position
     /// embedding rotates: GQA `(a/t + max(kv/t, 1))·d` (KV heads replicated when kv < t);
     /// MLA only its rotary parts, `(a/t + 1)·rope` (one rotary key shared by all heads,

@@ -186,39 +186,120 @@ impl CudaGraphs {
     /// Parses `none`, `full` or a comma-separated list of scope names.
     pub fn parse(s: &str) -> Result<CudaGraphs, String> {
         match s.trim() {
-            "none" => return Ok(CudaGraphs::NONE),
-            "full" | "full_iteration" => return Ok(CudaGraphs::FULL),
-            _ => {}
+            "full" | "full_iteration" => Ok(CudaGraphs::FULL),
+            _ => parse_set(
+                s,
+                &CudaGraphs::SCOPES.map(|(n, b)| (n, b.0)),
+                "CUDA graph scope",
+            )
+            .map(CudaGraphs)
+            .map_err(|e| e.replace("expected none", "expected none, full,")),
         }
-        let mut bits = 0;
-        for w in s.split(',').map(str::trim) {
-            match CudaGraphs::SCOPES.iter().find(|(n, _)| *n == w) {
-                Some((_, b)) => bits |= b.0,
-                None => {
-                    return Err(format!(
-                        "unknown CUDA graph scope {w:?}: expected none, full, or a comma list of attn, mlp, moe_router, moe_preprocess, moe, mamba"
-                    ));
-                }
+    }
+}
+
+/// Bits of `none` or a comma list of `names`; `what` names the kind in the error.
+fn parse_set(s: &str, names: &[(&str, u8)], what: &str) -> Result<u8, String> {
+    if s.trim() == "none" {
+        return Ok(0);
+    }
+    let mut bits = 0;
+    for w in s.split(',').map(str::trim) {
+        match names.iter().find(|(n, _)| *n == w) {
+            Some((_, b)) => bits |= b,
+            None => {
+                let all: Vec<&str> = names.iter().map(|(n, _)| *n).collect();
+                return Err(format!(
+                    "unknown {what} {w:?}: expected none or a comma list of {}",
+                    all.join(", ")
+                ));
             }
         }
-        Ok(CudaGraphs(bits))
     }
+    Ok(bits)
+}
+
+/// `none` or the comma list of the `names` whose bits `bits` holds.
+fn show_set(bits: u8, names: &[(&str, u8)], f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+    if bits == 0 {
+        return f.write_str("none");
+    }
+    let on: Vec<&str> = names
+        .iter()
+        .filter(|(_, b)| bits & b == *b)
+        .map(|(n, _)| *n)
+        .collect();
+    f.write_str(&on.join(","))
 }
 
 impl std::fmt::Display for CudaGraphs {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match *self {
-            CudaGraphs::NONE => f.write_str("none"),
             CudaGraphs::FULL => f.write_str("full"),
-            g => {
-                let names: Vec<&str> = CudaGraphs::SCOPES
-                    .iter()
-                    .filter(|(_, b)| g.has(*b))
-                    .map(|(n, _)| *n)
-                    .collect();
-                f.write_str(&names.join(","))
-            }
+            g => show_set(g.0, &CudaGraphs::SCOPES.map(|(n, b)| (n, b.0)), f),
         }
+    }
+}
+
+/// The submodules Megatron-core recomputes in the backward under selective recomputation
+/// (`--recompute-modules`, `TransformerConfig.recompute_modules`), beside the core
+/// attention that `Recompute::Selective` stands for. Each discards a tensor after its
+/// consumer's forward and rebuilds it before that consumer's backward (output-discarding
+/// checkpointing, `CheckpointWithoutOutput`):
+/// - `layernorm`: the outputs of the two pre-norms (`input_layernorm`,
+///   `pre_mlp_layernorm`), the inputs of the QKV (or MLA down-) projections and of FC1;
+/// - `mla_up_proj`: MLA's query, key and value, rebuilt from the latents by the
+///   up-projections and the rotary embedding (`qkv_up_proj_and_rope_apply`);
+/// - `moe_act`: the routed experts' activation output, the input of their FC2.
+///
+/// DeepSeek-V3 trained with the same three (DeepSeek-AI 2024, §3.3.2: recomputation of
+/// RMSNorm and the MLA up-projections, and of the SwiGLU output in the MoE).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct RecomputeModules(u8);
+
+impl RecomputeModules {
+    /// The pre-norms' outputs.
+    pub const LAYERNORM: RecomputeModules = RecomputeModules(1);
+    /// MLA's up-projections and rotary embedding.
+    pub const MLA_UP_PROJ: RecomputeModules = RecomputeModules(2);
+    /// The routed experts' activation function.
+    pub const MOE_ACT: RecomputeModules = RecomputeModules(4);
+    /// None.
+    pub const NONE: RecomputeModules = RecomputeModules(0);
+    /// Module names as Megatron-core spells them, with their bits.
+    pub const MODULES: [(&'static str, RecomputeModules); 3] = [
+        ("layernorm", RecomputeModules::LAYERNORM),
+        ("mla_up_proj", RecomputeModules::MLA_UP_PROJ),
+        ("moe_act", RecomputeModules::MOE_ACT),
+    ];
+    /// Whether `m` is recomputed.
+    pub fn has(self, m: RecomputeModules) -> bool {
+        self.0 & m.0 == m.0 && m.0 != 0
+    }
+    /// Parses `none` or a comma-separated list of module names.
+    pub fn parse(s: &str) -> Result<RecomputeModules, String> {
+        let names = RecomputeModules::MODULES.map(|(n, b)| (n, b.0));
+        parse_set(s, &names, "recompute module").map(RecomputeModules)
+    }
+}
+
+impl std::fmt::Display for RecomputeModules {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        show_set(self.0, &RecomputeModules::MODULES.map(|(n, b)| (n, b.0)), f)
+    }
+}
+
+impl TryFrom<String> for RecomputeModules {
+    type Error = String;
+    fn try_from(s: String) -> Result<Self, String> {
+        RecomputeModules::parse(&s)
+    }
+}
+
+impl From<RecomputeModules> for String {
+    fn from(g: RecomputeModules) -> String {
+        g.to_string()
     }
 }
 

@@ -49,6 +49,9 @@ pub struct PlanValue {
     pub virtual_stages: u32,
     /// Activation recomputation: "none", "selective" or "full".
     pub recompute: String,
+    /// Submodules recomputed besides: "none" or a comma list (layernorm, mla_up_proj,
+    /// moe_act).
+    pub recompute_modules: String,
     /// ZeRO stage 0–3 (1 = distributed optimizer, 3 = FSDP).
     pub zero: u8,
     /// How ZeRO-3 runs: "fsdp" or "deepspeed-2021" (meaningful with zero = 3).
@@ -150,6 +153,7 @@ impl From<&Plan> for PlanValue {
             schedule: schedule_name(p.schedule).into(),
             virtual_stages: p.v,
             recompute: recompute_name(p.recompute).into(),
+            recompute_modules: p.recompute_modules.to_string(),
             zero: p.zero,
             zero3_impl: p.zero3_impl.name().into(),
             dp_overlap: p.dp_overlap,

@@ -411,6 +411,54 @@ fn ep_window(c: &Ctx, a: Seconds, f: Seconds, b: Seconds) -> Overlap {
     }
 }
 
+/// The forwards that `plan.recompute_modules` runs again in the backward (Megatron-core
+/// output-discarding checkpoints, `parallel::RecomputeModules`): GEMM and memory-bound
+/// time per micro-batch.
+/// - `layernorm`: the block's pre-norms, read the input and write the output (2 + 2 B per
+///   element of the replicated stream), one kernel each;
+/// - `mla_up_proj`: MLA's up-projection GEMMs (`Attention::up_projections`) and the
+///   rotary embedding on the query and key (read + write 2 B per element, two kernels);
+/// - `moe_act`: the routed experts' activation (SwiGLU reads `2f` and writes `f` 16-bit
+///   elements per copy, 6 B per output element; a plain activation 4), one kernel.
+fn module_recompute<T: Trace>(
+    c: &Ctx,
+    attn_on: bool,
+    mlp_on: bool,
+    halves: f64,
+    tr: &mut T,
+) -> (Seconds, Seconds) {
+    use crate::parallel::RecomputeModules as R;
+    let (m, r) = (c.m, c.plan.recompute_modules);
+    if r == R::NONE {
+        return (Seconds::ZERO, Seconds::ZERO);
+    }
+    let mut gemm = Seconds::ZERO;
+    let (mut bytes, mut kernels) = (0.0, 0.0);
+    if r.has(R::LAYERNORM) {
+        bytes += 4.0 * c.rep * halves;
+        kernels += halves;
+    }
+    if r.has(R::MLA_UP_PROJ) && attn_on {
+        for (n, k) in m.attn.up_projections(m.h, c.plan.tp as f64) {
+            gemm += c.gemm(c.tokens, n, k, 1.0);
+        }
+        bytes += 4.0 * c.tokens * m.attn.rope_width(c.plan.tp as f64);
+        kernels += 2.0;
+    }
+    if r.has(R::MOE_ACT) && mlp_on && m.experts > 1 {
+        let per = if m.gated { 6.0 } else { 4.0 };
+        bytes += per * c.tokens * m.f * m.top_k as f64 * c.plan.etp as f64 / c.plan.tp as f64;
+        kernels += 1.0;
+    }
+    let mem = c.mem(bytes, kernels);
+    tr.line(|| {
+        format!(
+            "  recompute-modules {r}: GEMMs {gemm}, memory-bound {bytes:.4e} B in {kernels} kernels → {mem}"
+        )
+    });
+    (gemm, mem)
+}
+
 /// The memory-bound kernels of a Mamba mixer per pass (forward, backward); none for
 /// other blocks.
 pub(super) fn mamba_kernels(c: &Ctx) -> (f64, f64) {
@@ -575,6 +623,12 @@ pub(super) fn layer<T: Trace>(c: &Ctx, tr: &mut T) -> Result<(Block, TpWindows)>
             gemm: att_f,
             ..Pass::default()
         },
+    };
+    let (mod_gemm, mod_mem) = module_recompute(c, attn_on, mlp_on, halves, tr);
+    let rec = Pass {
+        gemm: rec.gemm + mod_gemm,
+        mem: rec.mem + mod_mem,
+        ..rec
     };
     tr.line(|| {
         format!(
