@@ -238,10 +238,18 @@ fn deepseek_v3_without_dualpipe_exposes_the_all_to_all() {
 
 /// The bound: within 15% of the report's 180K H800 GPU-hours per trillion tokens
 /// (DeepSeek-AI 2024, DeepSeek-V3 technical report, Table 1: 2.664M GPU-hours of
-/// pre-training for 14.8T tokens).
+/// pre-training for 14.8T tokens), as trained: DualPipe, hierarchical dispatch and the
+/// recomputation of §3.3.2 (RMSNorm, MLA up-projections, SwiGLU output); 160K.
 #[test]
 fn deepseek_v3_within_15_percent() {
-    let t = deepseek_v3_gpu_hours(&["--schedule", "dualpipe", "--ep-dispatch", "hierarchical"]);
+    let t = deepseek_v3_gpu_hours(&[
+        "--schedule",
+        "dualpipe",
+        "--ep-dispatch",
+        "hierarchical",
+        "--recompute-modules",
+        "layernorm,mla_up_proj,moe_act",
+    ]);
     assert!((t / 180e3 - 1.0).abs() <= 0.15, "{t}");
 }
 
