@@ -789,3 +789,47 @@ fn recompute_modules_time_by_hand() {
     let want = 62.0 * (gemms + rope);
     assert!((got / want - 1.0).abs() < 1e-3, "{got} vs {want}");
 }
+
+/// `--recompute-modules` takes Megatron-core's names and what Megatron-core accepts of
+/// them; the plan shows them.
+#[test]
+fn recompute_modules_are_checked_and_shown() {
+    let base = "estimate --model deepseek-v3 --system dgx-h100 --gpus 64 --ep 64 --global-batch 64";
+    let with = |extra: &str| -> Vec<String> {
+        format!("{base} {extra}")
+            .split_whitespace()
+            .map(String::from)
+            .collect()
+    };
+    fn args(v: &[String]) -> Vec<&str> {
+        v.iter().map(String::as_str).collect()
+    }
+    let ok = estimate_json(&args(&with("--recompute-modules mla_up_proj,layernorm")));
+    assert_eq!(ok["plan"]["recompute_modules"], "layernorm,mla_up_proj");
+    let none = estimate_json(&args(&with("")));
+    assert_eq!(none["plan"]["recompute_modules"], "none");
+    common::usage_error(
+        &args(&with("--recompute-modules layernorm,moe_ac")),
+        "unknown recompute module \"moe_ac\"",
+    );
+    common::usage_error(
+        &args(&with("--recompute full --recompute-modules layernorm")),
+        "full recomputation already recomputes every module",
+    );
+    common::usage_error(
+        &cli("estimate --model llama3-8b --system dgx-h100 --gpus 8 --recompute-modules moe_act"),
+        "moe_act needs an MoE model",
+    );
+    common::usage_error(
+        &cli(
+            "estimate --model qwen3-30b-a3b --system dgx-h100 --gpus 8 --ep 8 --recompute-modules mla_up_proj",
+        ),
+        "mla_up_proj needs a model with multi-latent attention",
+    );
+    let table = common::bin()
+        .args(args(&with("--recompute-modules layernorm")))
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&table.stdout);
+    assert!(text.contains("none + modules layernorm"), "{text}");
+}

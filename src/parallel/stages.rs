@@ -163,7 +163,8 @@ impl Stages {
     /// an explicit list whose middle stages differ by more than one layer this assumes
     /// they hold `max` or `max − 1`.
     pub fn dualpipe_mid_pair(&self) -> u32 {
-        if self.pp <= 2 || self.mid_max == 0 {
+        // Only splits of p ≤ 2 stages have no middle stage (every stage holds a layer).
+        if self.mid_max == 0 {
             return 0;
         }
         let mids = self.pp - 2;
