@@ -833,3 +833,30 @@ fn recompute_modules_are_checked_and_shown() {
     let text = String::from_utf8_lossy(&table.stdout);
     assert!(text.contains("none + modules layernorm"), "{text}");
 }
+
+/// A sweep applies `--recompute-modules` to every plan but those with full recomputation,
+/// which already recompute every module (and drops none for it).
+#[test]
+fn sweep_takes_the_recompute_modules() {
+    let rows = |mode: &'static str| {
+        let mut a = cli(
+            "sweep --model qwen3-30b-a3b --system dgx-h100 --gpus 8 --global-batch 64 --recompute-modules moe_act --top 3 --recompute",
+        );
+        a.push(mode);
+        json(&a)
+    };
+    for (mode, want) in [("none", "moe_act"), ("full", "none")] {
+        let v = rows(mode);
+        let top = v["top"].as_array().unwrap();
+        assert!(!top.is_empty());
+        assert!(
+            top.iter().all(|r| r["plan"]["recompute_modules"] == want),
+            "{mode}: {top:?}"
+        );
+        assert!(
+            !v["drops"].to_string().contains("recompute_modules"),
+            "{}",
+            v["drops"]
+        );
+    }
+}

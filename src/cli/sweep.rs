@@ -95,6 +95,9 @@ pub struct SweepArgs {
     /// Layer parts captured as CUDA graphs in every plan: none, full or scope names (see `estimate --help`).
     #[arg(long, value_name = "SCOPES")]
     pub cuda_graphs: Option<String>,
+    /// Submodules recomputed in every plan without full recomputation: none or a comma list of layernorm, mla_up_proj, moe_act (see `estimate --help`).
+    #[arg(long, value_name = "LIST")]
+    pub recompute_modules: Option<String>,
     /// Memory set aside per device in every plan, e.g. 4GiB (default: the device's, 1.5 GiB + 3% of HBM; see `estimate --help`).
     #[arg(long)]
     pub memory_reserve: Option<String>,
@@ -391,6 +394,14 @@ fn build_axes(a: &SweepArgs, f: &SweepFile, system: &crate::system::System) -> R
     ];
     if let Some((what, Some(g))) = graphs_from.into_iter().find(|(_, v)| v.is_some()) {
         ax.cuda_graphs = crate::parallel::CudaGraphs::parse(g)
+            .map_err(|e| crate::error::Error::input(what, e))?;
+    }
+    let modules_from = [
+        ("--recompute-modules", &a.recompute_modules),
+        ("recompute_modules", &fa.recompute_modules),
+    ];
+    if let Some((what, Some(g))) = modules_from.into_iter().find(|(_, v)| v.is_some()) {
+        ax.recompute_modules = crate::parallel::RecomputeModules::parse(g)
             .map_err(|e| crate::error::Error::input(what, e))?;
     }
     let impl_from = [

@@ -86,6 +86,8 @@ pub struct Axes {
     pub grouped_gemm: crate::parallel::GroupedGemm,
     /// CUDA-graph-captured parts in every plan (a setting).
     pub cuda_graphs: crate::parallel::CudaGraphs,
+    /// Submodules recomputed in every plan without full recomputation (a setting).
+    pub recompute_modules: crate::parallel::RecomputeModules,
     /// Memory reserve per device in every plan (a setting; None: each device's).
     pub memory_reserve: Option<crate::units::Bytes>,
 }
@@ -135,6 +137,7 @@ impl Axes {
             ep_dispatch: crate::parallel::EpDispatch::Alltoall,
             grouped_gemm: crate::parallel::GroupedGemm::Streams,
             cuda_graphs: crate::parallel::CudaGraphs::NONE,
+            recompute_modules: crate::parallel::RecomputeModules::NONE,
             memory_reserve: None,
         }
     }
@@ -370,6 +373,7 @@ impl Grid {
                                     ep_dispatch: axes.ep_dispatch,
                                     grouped_gemm: axes.grouped_gemm,
                                     cuda_graphs: axes.cuda_graphs,
+                                    recompute_modules: axes.recompute_modules,
                                     memory_reserve: axes.memory_reserve,
                                     account_for_embedding: ends,
                                     account_for_loss: ends,
@@ -463,6 +467,10 @@ impl Grid {
         let mut p = s.plan;
         p.zero = a.zero[next(a.zero.len())];
         p.recompute = a.recompute[next(a.recompute.len())];
+        if p.recompute == Recompute::Full {
+            // Full recomputation already recomputes every module.
+            p.recompute_modules = crate::parallel::RecomputeModules::NONE;
+        }
         let sp = a.sp[next(a.sp.len())];
         p.dp_overlap = a.dp_overlap[next(a.dp_overlap.len())];
         p.tp_overlap = a.tp_overlap[next(a.tp_overlap.len())];
