@@ -168,3 +168,58 @@ fn optimizer_step_is_a_memory_bound_pass_over_the_shard() {
         "Adam, ZeRO-1",
     );
 }
+
+/// Routed experts' gradients are reduced over the expert-DP group, not DP (Megatron-core's
+/// distributed optimizer keeps them in buffers of their own, `expert_data_parallel_group`).
+/// Qwen3-30B-A3B (48 layers of 128 experts of 3·2048·768 parameters) on 8 ports of one
+/// switch (100 GB/s, 1 µs), DP 8, ZeRO-1, no DP overlap (one collective per buffer):
+/// - EP 4: each rank holds 32 experts per layer, R = 48·32·4,718,592 = 7,247,757,312
+///   parameters, the same on the 2 ranks of its expert-DP group; the dense rest D over all 8.
+///   DP time: reduce-scatter and all-gather, 2 B per parameter each, of D over 8 and of R
+///   over 2: `2·[RS₈(2D) + RS₂(2R)]`;
+/// - EP 8: expert-DP 1, nothing to reduce for the experts: `2·RS₈(2D)`, 4D bytes.
+#[test]
+fn expert_gradients_reduce_over_expert_dp() {
+    let m = astrolabe::catalog::model("qwen3-30b-a3b").unwrap();
+    let sys = system("switch(8, 100GB/s, 1us)");
+    let at = |ep: u32| {
+        run(
+            &m,
+            &sys,
+            PlanSpec {
+                gpus: Some(8),
+                ep,
+                etp: Some(1),
+                zero: 1,
+                dp_overlap: false,
+                micro_batch: 1,
+                global_batch: Some(8),
+                flash_attention: true,
+                ..PlanSpec::default()
+            },
+        )
+    };
+    let per_expert = 3.0 * 2048.0 * 768.0;
+    for (ep, edp) in [(4u32, 2.0), (8, 1.0)] {
+        let e = at(ep);
+        let total = e.memory.weights.get() / 2.0;
+        let routed = 48.0 * (128 / ep) as f64 * per_expert;
+        let dense = total - routed;
+        let half = |n: f64, p: f64| {
+            if p > 1.0 {
+                ring_half(n, p, 1e-6, 100e9)
+            } else {
+                0.0
+            }
+        };
+        let want = 2.0 * (half(2.0 * dense, 8.0) + half(2.0 * routed, edp));
+        close(dp_total(&e), want, 1e-9, &format!("DP time, EP {ep}"));
+        let bytes = 4.0 * dense + if edp > 1.0 { 4.0 * routed } else { 0.0 };
+        close(
+            e.time.class(CommClass::Dp).bytes.get(),
+            bytes,
+            1e-9,
+            &format!("DP bytes, EP {ep}"),
+        );
+    }
+}

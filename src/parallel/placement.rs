@@ -35,6 +35,10 @@ pub struct Placement {
     pub ep: Span,
     /// Data-parallel group.
     pub dp: Span,
+    /// Expert-data-parallel group: the ranks holding the same experts, over which their
+    /// gradients are reduced (after ETP and EP within each stage's ranks under folding;
+    /// the rest of DP after EP with [`Order::TpPpDp`]).
+    pub edp: Span,
     /// Pipeline group (adjacent stages communicate along these dims).
     pub pp: Span,
 }
@@ -152,21 +156,29 @@ impl Placement {
         };
         let tp = c.take(plan.tp, "tp")?;
         let cp = c.take(plan.cp, "cp")?;
-        let (ep, dp, pp);
+        let (ep, edp, dp, pp);
         match plan.order {
             Order::TpDpPp => {
                 dp = c.take(plan.dp, "dp")?;
                 pp = c.take(plan.pp, "pp")?;
-                ep = folded_ep(plan, dims)?;
+                (ep, edp) = folded_ep(plan, dims)?;
             }
             Order::TpPpDp => {
                 pp = c.take(plan.pp, "pp")?;
                 ep = c.take(plan.ep, "ep")?;
                 let rest = c.take(plan.dp / plan.ep, "dp")?;
                 dp = merge(&ep, &rest, plan.dp);
+                edp = rest;
             }
         }
-        Ok(Placement { tp, cp, ep, dp, pp })
+        Ok(Placement {
+            tp,
+            cp,
+            ep,
+            dp,
+            edp,
+            pp,
+        })
     }
 }
 
@@ -175,15 +187,16 @@ impl Placement {
 /// `RankGenerator(tp = etp, ep, dp = edp, pp, cp = 1)` in the same order string): within a
 /// pipeline stage's `t·c·d` ranks, innermost first, ETP ranks, then EP, then expert-DP
 /// `t·c·d / (etp·ep)`. With ETP = TP and EP dividing DP this is the classic layout (EP
-/// right after TP, inside DP) when CP = 1.
-fn folded_ep(plan: &Plan, dims: &[Dim]) -> Result<Span> {
+/// right after TP, inside DP) when CP = 1. Returns the EP and the expert-DP group.
+fn folded_ep(plan: &Plan, dims: &[Dim]) -> Result<(Span, Span)> {
     let mut c = Cursor {
         dims,
         at: 0,
         left: dims.first().map_or(1, |d| d.size),
     };
     c.take(plan.etp, "etp")?;
-    c.take(plan.ep, "ep")
+    let ep = c.take(plan.ep, "ep")?;
+    Ok((ep, c.take(plan.expert_dp(), "expert-dp")?))
 }
 
 impl Placement {

@@ -170,25 +170,51 @@ pub(super) fn dp_comm<T: Trace>(
 ) -> Result<(Comm, Seconds)> {
     let plan = c.plan;
     let g = plan.optimizer.bytes_per_param().1;
-    let (grad, weights) = (params * g, params * c.e);
     let dp = c.grad_span;
-    if dp.size <= 1 {
+    // Routed experts' gradients sit in buffers of their own, reduced over the expert-DP
+    // group (none when one rank holds each expert: EP spans the stage's ranks).
+    let edp = &c.place.edp;
+    let routed_all = super::state::routed_trainable(c).min(params);
+    let dense = if dp.size > 1 {
+        params - routed_all
+    } else {
+        0.0
+    };
+    let routed_moved = if edp.size > 1 { routed_all } else { 0.0 };
+    if dense + routed_moved <= 0.0 {
         return Ok((Comm::default(), Seconds::ZERO));
     }
+    let (grad, weights) = ((dense + routed_moved) * g, (dense + routed_moved) * c.e);
     let reduce_op = if plan.zero == 0 {
         C::AllReduce
     } else {
         C::ReduceScatter
     };
-    // k buckets, each its own collective (without overlap, one).
-    let k = if plan.dp_overlap {
-        (grad / plan.dp_bucket_bytes().get()).ceil().max(1.0)
-    } else {
-        1.0
+    // k buckets per buffer, each its own collective (without overlap, one).
+    let buckets = |b: f64| {
+        if b <= 0.0 {
+            0.0
+        } else if plan.dp_overlap {
+            (b / plan.dp_bucket_bytes().get()).ceil().max(1.0)
+        } else {
+            1.0
+        }
     };
-    let (reduce, r_busy) = bucketed(reduce_op, grad, k, dp, c)?;
+    let (kd, ke) = (buckets(dense * g), buckets(routed_moved * g));
+    let k = kd + ke;
+    let both = |op: C, per_param: f64| -> Result<(Seconds, Busy)> {
+        let mut out = (Seconds::ZERO, [0.0; crate::collective::MAX_DIMS]);
+        for (n, kk, span) in [(dense, kd, dp), (routed_moved, ke, edp)] {
+            if kk > 0.0 {
+                let (t, busy) = bucketed(op, n * per_param, kk, span, c)?;
+                out = (out.0 + t, windows::plus(&out.1, &busy));
+            }
+        }
+        Ok(out)
+    };
+    let (reduce, r_busy) = both(reduce_op, g)?;
     let (gather, g_busy) = if plan.zero > 0 {
-        bucketed(C::AllGather, weights, k, dp, c)?
+        both(C::AllGather, c.e)?
     } else {
         (Seconds::ZERO, [0.0; crate::collective::MAX_DIMS])
     };
@@ -222,9 +248,20 @@ pub(super) fn dp_comm<T: Trace>(
     let slowdown = wb.slowdown * reps + wf.slowdown;
     tr.line(|| {
         format!(
-            "DP window (ZeRO-{}): gradient {} → reduction R = {k} buckets × {last} = {reduce} (bucket {}: each pays the collective's latency), last bucket exposed; R − R_last (+ sharing with TP) under the last micro-batch's backward {} → exposed {}{}; parameter all-gather {gather} under the first forward {} → exposed {}; interference {slowdown}",
+            "DP window (ZeRO-{}): gradient {} ({}) → reduction R = {k} buckets × {last} = {reduce} (bucket {}: each pays the collective's latency), last bucket exposed; R − R_last (+ sharing with TP) under the last micro-batch's backward {} → exposed {}{}; parameter all-gather {gather} under the first forward {} → exposed {}; interference {slowdown}",
             plan.zero,
             Bytes::new(grad),
+            if routed_all > 0.0 {
+                format!(
+                    "dense {} over DP {}; routed experts' {} over expert-DP {}",
+                    Bytes::new(dense * g),
+                    dp.size,
+                    Bytes::new(routed_all * g),
+                    edp.size
+                )
+            } else {
+                format!("over DP {}", dp.size)
+            },
             plan.dp_bucket_bytes(),
             dp_window(c, &worst.bwd) + dp_window(c, &worst.rec),
             wb.exposed,

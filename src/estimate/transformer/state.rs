@@ -58,7 +58,7 @@ pub(super) fn routed_layer_params(m: &Transformer, plan: &Plan) -> f64 {
 
 /// Trainable routed-expert parameters of the stage with the most layers (none with LoRA:
 /// the adapters are dense).
-fn routed_trainable(c: &Ctx) -> f64 {
+pub(super) fn routed_trainable(c: &Ctx) -> f64 {
     if c.plan.lora_rank > 0 {
         return 0.0;
     }
