@@ -680,7 +680,7 @@ fn moe_layers_keep_their_routed_copies() {
 /// 2·4096·(1536·24576 + 512·32768) again in the hardware count.
 #[test]
 fn mla_activations_and_recompute_modules_by_hand() {
-    let base = "estimate --model deepseek-v3 --system dgx-h100 --gpus 64 --ep 64 --etp 1 --global-batch 64 --seq-len 4096 --precision bf16 --flash-attention";
+    let base = "estimate --model deepseek-v3 --system dgx-h100 --gpus 64 --ep 64 --etp 1 --global-batch 64 --seq-len 4096 --flash-attention";
     let run = |extra: &str| {
         let line = format!("{base} {extra}");
         estimate_json(&line.split_whitespace().collect::<Vec<_>>())
@@ -691,7 +691,7 @@ fn mla_activations_and_recompute_modules_by_hand() {
     let qkv = 2.0 * (128.0 * 192.0 + 128.0 * 320.0) / h;
     let out = 2.0 * 128.0 * 128.0 / h;
     let (swiglu, shared, copies) = (6.0 * 2048.0 / h * 8.0, 6.0 * 2048.0 / h, 16.0);
-    let plain = run("");
+    let plain = run("--precision bf16");
     let acts = |v: &serde_json::Value| v["memory_breakdown"]["activations_bytes"].as_f64().unwrap();
     let want = 8.0 + latents + qkv + out + swiglu + shared + copies;
     assert!(
@@ -699,13 +699,25 @@ fn mla_activations_and_recompute_modules_by_hand() {
         "{} vs {want}",
         acts(&plain) / sbh
     );
-    let modules = run("--recompute-modules layernorm,mla_up_proj,moe_act");
+    let modules = run("--precision bf16 --recompute-modules layernorm,mla_up_proj,moe_act");
     let want = 4.0 + latents + out + 4.0 * 2048.0 / h * 8.0 + shared + copies;
     assert!(
         (acts(&modules) / sbh / want - 1.0).abs() < 1e-9,
         "{} vs {want}",
         acts(&modules) / sbh
     );
+    // FP8 (q = 1 B per saved GEMM input): the latents' normalised copies, the projection's
+    // extra quantized input (2 + q), the shared expert's FC2 input and the routed copies
+    // take q.
+    let fp8 = run("--precision fp8 --recompute-modules layernorm,mla_up_proj,moe_act");
+    let want = 4.0
+        + (3.0 * (1536.0 + 512.0) + 2.0 * 64.0) / h
+        + 3.0 * 128.0 * 128.0 / h
+        + 4.0 * 2048.0 / h * 8.0
+        + 5.0 * 2048.0 / h
+        + 8.0;
+    let got = acts(&fp8) / sbh;
+    assert!((got / want - 1.0).abs() < 1e-9, "{got} vs {want}");
     // Hardware FLOPs: the model's times HFU/MFU.
     let hw = |v: &serde_json::Value| {
         let f = |k: &str| v[k].as_f64().unwrap();

@@ -268,7 +268,7 @@ impl Attention {
         self.projections(h, t)
             .into_iter()
             .take(4)
-            .filter(move |&(n, _, split)| up && n > 0.0 && split == Split::Col)
+            .filter(move |&(_, _, split)| up && split == Split::Col)
             .map(|(n, k, _)| (n, k))
     }
 
