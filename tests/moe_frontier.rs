@@ -784,6 +784,19 @@ fn recompute_modules_time_by_hand() {
         "estimate --model qwen3-30b-a3b --system dgx-h100 --gpus 1 --seq-len 4096 --global-batch 1 --recompute-modules moe_act",
     );
     assert!((got / act - 1.0).abs() < 1e-9, "{got} vs {act}");
+    // TP 2 with SP and ETP 1: a rank's experts see its half of the tokens.
+    let got = rec(
+        "estimate --model qwen3-30b-a3b --system dgx-h100 --gpus 2 --tp 2 --sequence-parallel --ep 2 --etp 1 --seq-len 4096 --global-batch 1 --recompute-modules moe_act",
+    );
+    let half = 48.0 * (6.0 * 2048.0 * 768.0 * 8.0 / bw + 4e-6);
+    assert!((got / half - 1.0).abs() < 1e-9, "{got} vs {half}");
+    // A plain activation (Nemotron 3 Nano's squared ReLU: 23 MoE layers of 52, experts of
+    // 1856, top-6) reads and writes 2 B per element.
+    let got = rec(
+        "estimate --model nemotron-3-nano-30b-a3b --system dgx-h100 --gpus 1 --seq-len 4096 --global-batch 1 --recompute-modules moe_act",
+    );
+    let plain = 23.0 * (4.0 * 4096.0 * 1856.0 * 6.0 / bw + 4e-6);
+    assert!((got / plain - 1.0).abs() < 1e-9, "{got} vs {plain}");
     // MLA's up-projections: the two up-projection GEMMs of the layer's forward again
     // (their times from the explain lines) and the rotary kernels.
     let args = cli(
