@@ -784,12 +784,17 @@ fn recompute_modules_time_by_hand() {
         "estimate --model qwen3-30b-a3b --system dgx-h100 --gpus 1 --seq-len 4096 --global-batch 1 --recompute-modules moe_act",
     );
     assert!((got / act - 1.0).abs() < 1e-9, "{got} vs {act}");
-    // TP 2 with SP and ETP 1: a rank's experts see its half of the tokens.
+    // TP 2 with SP and ETP 1: a rank's experts see its half of the tokens' copies.
     let got = rec(
         "estimate --model qwen3-30b-a3b --system dgx-h100 --gpus 2 --tp 2 --sequence-parallel --ep 2 --etp 1 --seq-len 4096 --global-batch 1 --recompute-modules moe_act",
     );
     let half = 48.0 * (6.0 * 2048.0 * 768.0 * 8.0 / bw + 4e-6);
     assert!((got / half - 1.0).abs() < 1e-9, "{got} vs {half}");
+    // ETP 2: all the tokens' copies on half of each expert's width, the same elements.
+    let got = rec(
+        "estimate --model qwen3-30b-a3b --system dgx-h100 --gpus 2 --tp 2 --sequence-parallel --etp 2 --seq-len 4096 --global-batch 1 --recompute-modules moe_act",
+    );
+    assert!((got / half - 1.0).abs() < 1e-9, "ETP 2: {got} vs {half}");
     // A plain activation (Nemotron 3 Nano's squared ReLU: 23 MoE layers of 52, experts of
     // 1856, top-6) reads and writes 2 B per element.
     let got = rec(

@@ -447,7 +447,8 @@ fn module_recompute<T: Trace>(
     }
     if r.has(R::MOE_ACT) && mlp_on && m.experts > 1 {
         let per = if m.gated { 6.0 } else { 4.0 };
-        bytes += per * c.tokens * m.f * m.top_k as f64 * c.plan.etp as f64 / c.plan.tp as f64;
+        // A rank runs `etp/t` of the tokens' copies on `f/etp` of each expert's width.
+        bytes += per * c.tokens * m.f * m.top_k as f64 / c.plan.tp as f64;
         kernels += 1.0;
     }
     let mem = c.mem(bytes, kernels);
