@@ -222,4 +222,37 @@ fn expert_gradients_reduce_over_expert_dp() {
             &format!("DP bytes, EP {ep}"),
         );
     }
+    // TP 4 on 4 ports, ETP 1, EP 2: DP 1, so the dense weights need no reduction, but each
+    // expert sits on the expert-DP 2 ranks (t·d/(etp·ep) = 2): only R = 48·64·4,718,592
+    // parameters move, 2·RS₂(2R) and 4R bytes.
+    let e = run(
+        &m,
+        &system("switch(4, 100GB/s, 1us)"),
+        PlanSpec {
+            gpus: Some(4),
+            tp: 4,
+            ep: 2,
+            etp: Some(1),
+            zero: 1,
+            dp_overlap: false,
+            micro_batch: 1,
+            global_batch: Some(1),
+            flash_attention: true,
+            sequence_parallel: true,
+            ..PlanSpec::default()
+        },
+    );
+    let routed = 48.0 * 64.0 * per_expert;
+    close(
+        dp_total(&e),
+        2.0 * ring_half(2.0 * routed, 2.0, 1e-6, 100e9),
+        1e-9,
+        "DP time, DP 1 and expert-DP 2",
+    );
+    close(
+        e.time.class(CommClass::Dp).bytes.get(),
+        4.0 * routed,
+        1e-9,
+        "DP bytes, DP 1 and expert-DP 2",
+    );
 }
