@@ -222,6 +222,31 @@ fn expert_gradients_reduce_over_expert_dp() {
             &format!("DP bytes, EP {ep}"),
         );
     }
+    // With DP overlap each buffer goes in buckets of 8·10⁷ B (4·10⁷ parameters), each a
+    // collective paying its latency: ⌈2D/8·10⁷⌉ over 8 and ⌈2R/8·10⁷⌉ over the 2.
+    let e = run(
+        &m,
+        &sys,
+        PlanSpec {
+            gpus: Some(8),
+            ep: 4,
+            etp: Some(1),
+            zero: 1,
+            dp_overlap: true,
+            micro_batch: 1,
+            global_batch: Some(8),
+            flash_attention: true,
+            ..PlanSpec::default()
+        },
+    );
+    let routed = 48.0 * 32.0 * per_expert;
+    let dense = e.memory.weights.get() / 2.0 - routed;
+    let (kd, ke) = ((2.0 * dense / 8e7).ceil(), (2.0 * routed / 8e7).ceil());
+    assert_eq!(ke, 182.0); // 2R = 14.5 GB
+    let want = 2.0
+        * (kd * ring_half(2.0 * dense / kd, 8.0, 1e-6, 100e9)
+            + ke * ring_half(2.0 * routed / ke, 2.0, 1e-6, 100e9));
+    close(dp_total(&e), want, 1e-9, "DP time in buckets, EP 4");
     // TP 4 on 4 ports, ETP 1, EP 2: DP 1, so the dense weights need no reduction, but each
     // expert sits on the expert-DP 2 ranks (t·d/(etp·ep) = 2): only R = 48·64·4,718,592
     // parameters move, 2·RS₂(2R) and 4R bytes.
