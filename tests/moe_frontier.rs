@@ -774,34 +774,37 @@ fn recompute_modules_time_by_hand() {
             .unwrap()
     };
     let bw = 3.35e12 * 0.7;
-    let norm = 32.0 * (4.0 * 4096.0 * 4096.0 * 2.0 / bw + 2.0 * 4e-6);
-    let got = rec(
-        "estimate --model llama3-8b --system dgx-h100 --gpus 1 --seq-len 4096 --global-batch 1 --recompute-modules layernorm",
-    );
-    assert!((got / norm - 1.0).abs() < 1e-9, "{got} vs {norm}");
-    let act = 48.0 * (6.0 * 4096.0 * 768.0 * 8.0 / bw + 4e-6);
-    let got = rec(
-        "estimate --model qwen3-30b-a3b --system dgx-h100 --gpus 1 --seq-len 4096 --global-batch 1 --recompute-modules moe_act",
-    );
-    assert!((got / act - 1.0).abs() < 1e-9, "{got} vs {act}");
-    // TP 2 with SP and ETP 1: a rank's experts see its half of the tokens' copies.
-    let got = rec(
-        "estimate --model qwen3-30b-a3b --system dgx-h100 --gpus 2 --tp 2 --sequence-parallel --ep 2 --etp 1 --seq-len 4096 --global-batch 1 --recompute-modules moe_act",
-    );
     let half = 48.0 * (6.0 * 2048.0 * 768.0 * 8.0 / bw + 4e-6);
-    assert!((got / half - 1.0).abs() < 1e-9, "{got} vs {half}");
-    // ETP 2: all the tokens' copies on half of each expert's width, the same elements.
-    let got = rec(
-        "estimate --model qwen3-30b-a3b --system dgx-h100 --gpus 2 --tp 2 --sequence-parallel --etp 2 --seq-len 4096 --global-batch 1 --recompute-modules moe_act",
-    );
-    assert!((got / half - 1.0).abs() < 1e-9, "ETP 2: {got} vs {half}");
-    // A plain activation (Nemotron 3 Nano's squared ReLU: 23 MoE layers of 52, experts of
-    // 1856, top-6) reads and writes 2 B per element.
-    let got = rec(
-        "estimate --model nemotron-3-nano-30b-a3b --system dgx-h100 --gpus 1 --seq-len 4096 --global-batch 1 --recompute-modules moe_act",
-    );
-    let plain = 23.0 * (4.0 * 4096.0 * 1856.0 * 6.0 / bw + 4e-6);
-    assert!((got / plain - 1.0).abs() < 1e-9, "{got} vs {plain}");
+    let cases: [(&'static str, f64); 5] = [
+        (
+            "estimate --model llama3-8b --system dgx-h100 --gpus 1 --seq-len 4096 --global-batch 1 --recompute-modules layernorm",
+            32.0 * (4.0 * 4096.0 * 4096.0 * 2.0 / bw + 2.0 * 4e-6),
+        ),
+        (
+            "estimate --model qwen3-30b-a3b --system dgx-h100 --gpus 1 --seq-len 4096 --global-batch 1 --recompute-modules moe_act",
+            48.0 * (6.0 * 4096.0 * 768.0 * 8.0 / bw + 4e-6),
+        ),
+        // TP 2 with SP and ETP 1: a rank's experts see its half of the tokens' copies.
+        (
+            "estimate --model qwen3-30b-a3b --system dgx-h100 --gpus 2 --tp 2 --sequence-parallel --ep 2 --etp 1 --seq-len 4096 --global-batch 1 --recompute-modules moe_act",
+            half,
+        ),
+        // ETP 2: all the tokens' copies on half of each expert's width, the same elements.
+        (
+            "estimate --model qwen3-30b-a3b --system dgx-h100 --gpus 2 --tp 2 --sequence-parallel --etp 2 --seq-len 4096 --global-batch 1 --recompute-modules moe_act",
+            half,
+        ),
+        // A plain activation (Nemotron 3 Nano's squared ReLU: 23 MoE layers of 52, experts
+        // of 1856, top-6) reads and writes 2 B per element.
+        (
+            "estimate --model nemotron-3-nano-30b-a3b --system dgx-h100 --gpus 1 --seq-len 4096 --global-batch 1 --recompute-modules moe_act",
+            23.0 * (4.0 * 4096.0 * 1856.0 * 6.0 / bw + 4e-6),
+        ),
+    ];
+    for (line, want) in cases {
+        let got = rec(line);
+        assert!((got / want - 1.0).abs() < 1e-9, "{line}: {got} vs {want}");
+    }
     // MLA's up-projections: the two up-projection GEMMs of the layer's forward again
     // (their times from the explain lines) and the rotary kernels.
     let args = cli(

@@ -717,11 +717,10 @@ fn pipeline<T: Trace>(
             )
         });
         tr.line(|| {
+            let (f, b) = forward_backward(&worst);
             format!(
-                "bubble = (p/2 − 1)·(F + B/2) of that half pair (DeepSeek-V3 Table 2, (p/2 − 1)(F&B + B − 3W), F&B = F + B, W = B/2) = {}·({} + {}/2) = {bubble}",
+                "bubble = (p/2 − 1)·(F + B/2) of that half pair (DeepSeek-V3 Table 2, (p/2 − 1)(F&B + B − 3W), F&B = F + B, W = B/2) = {}·({f} + {b}/2) = {bubble}",
                 plan.pp / 2 - 1,
-                stage_time(&Block { fwd: worst.fwd, ..Block::default() }).total,
-                stage_time(&Block { bwd: worst.bwd, rec: worst.rec, ..Block::default() }).total,
             )
         });
     } else {
@@ -750,16 +749,22 @@ fn pipeline<T: Trace>(
 /// `(p/2 − 1)·(F + 2B − 3B/2) = (p/2 − 1)·(F + B/2)`, the chunk being the busiest
 /// device's half pair (recomputation counts with the backward).
 fn dualpipe_bubble(pp: u32, half: &Block) -> Seconds {
+    let (f, b) = forward_backward(half);
+    (f + b * 0.5) * (pp as f64 / 2.0 - 1.0).max(0.0)
+}
+
+/// A chunk's forward time and its backward time, recomputation included.
+fn forward_backward(chunk: &Block) -> (Seconds, Seconds) {
     let f = stage_time(&Block {
-        fwd: half.fwd,
+        fwd: chunk.fwd,
         ..Block::default()
     });
     let b = stage_time(&Block {
-        bwd: half.bwd,
-        rec: half.rec,
+        bwd: chunk.bwd,
+        rec: chunk.rec,
         ..Block::default()
     });
-    (f.total + b.total * 0.5) * (pp as f64 / 2.0 - 1.0).max(0.0)
+    (f.total, b.total)
 }
 
 /// (model, hardware) FLOPs per iteration: `3 · F_fwd/token · B · s` (`2 ·` with LoRA,
