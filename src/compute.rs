@@ -126,6 +126,14 @@ pub struct EfficiencySpec {
     /// drop further under the board's power limit). Default: `gemm`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gemm_lowp: Option<f64>,
+    /// Sustained rate of a large NVFP4 GEMM as a multiple of the 8-bit (MXFP8, else FP8)
+    /// GEMM's, when that is below the ratio of the peaks: the 4-bit main loop then runs at
+    /// `min(peak_nvfp4, r · peak_8bit)` ([`Device::gemm_peak`]). Default: the peaks' ratio.
+    /// NVIDIA's B300 measurement (Transformer Engine, "GEMM Profiling Tutorial",
+    /// pre-quantized 5B-model GEMMs, M = 15,872): NVFP4 5.09 PFLOP/s against MXFP8 2.68,
+    /// 1.90× where the peaks differ 3×.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gemm_fp4_vs_fp8: Option<f64>,
     /// GEMM tile (rows × columns of the output one compute unit produces per wave).
     #[serde(default = "default_tile")]
     pub gemm_tile: [u32; 2],
@@ -269,6 +277,14 @@ impl Device {
                 ));
             }
         }
+        if let Some(r) = e.gemm_fp4_vs_fp8
+            && !(r > 0.0 && r.is_finite())
+        {
+            return Err(Error::input(
+                format!("{what}: efficiency.gemm_fp4_vs_fp8"),
+                format!("must be a positive ratio, got {r}"),
+            ));
+        }
         if !(0.0..=1.0).contains(&e.overlap_slowdown) {
             return Err(Error::input(
                 format!("{what}: efficiency.overlap_slowdown"),
@@ -358,6 +374,21 @@ impl Device {
             self.spec.name,
             p.name()
         )))
+    }
+
+    /// The rate the linear layers' GEMM main loop runs at in precision `p`: the datasheet
+    /// peak, except NVFP4 on a device with `gemm_fp4_vs_fp8 = r`, whose 4-bit GEMMs reach
+    /// only `r` times the 8-bit ones: `min(peak_nvfp4, r · peak_mxfp8)` (FP8's peak when
+    /// the device lists no MXFP8). MFU stays quoted against the datasheet peaks.
+    pub fn gemm_peak(&self, p: Precision) -> Result<FlopRate> {
+        let peak = self.peak(p)?;
+        let (Precision::Nvfp4, Some(r)) = (p, self.spec.efficiency.gemm_fp4_vs_fp8) else {
+            return Ok(peak);
+        };
+        let eight = self
+            .peak(Precision::Mxfp8)
+            .or_else(|_| self.peak(Precision::Fp8));
+        Ok(eight.map_or(peak, |p8| FlopRate::new(peak.get().min(r * p8.get()))))
     }
 
     /// The dense 16-bit peak MFU is quoted against (BF16, else FP16, else `fallback`): one
@@ -565,6 +596,38 @@ kernel_overhead = "0 s"
         let t16 = d.gemm_time_at(peak, 1.0, m, n, k, 1.0).get();
         let e16 = 0.8 * k / (k + 64.0);
         assert_relative_eq!(t16, 2.0 * m * n * k / (624e12 * e16), max_relative = 1e-12);
+    }
+
+    #[test]
+    fn fp4_gemm_peak_by_hand() {
+        // NVFP4 9000, MXFP8 4500 TFLOP/s; 4-bit GEMMs at most 1.9× the 8-bit ones:
+        // min(9000, 1.9 · 4500) = 8550 TFLOP/s. The datasheet peak stays for MFU.
+        let mut spec = dev().spec;
+        spec.matrix.mxfp8 = Some(FlopRate::new(4500e12));
+        spec.matrix.nvfp4 = Some(FlopRate::new(9000e12));
+        spec.efficiency.gemm_fp4_vs_fp8 = Some(1.9);
+        let d = Device::from_spec(spec.clone()).unwrap();
+        assert_relative_eq!(d.gemm_peak(Precision::Nvfp4).unwrap().get(), 8550e12);
+        assert_eq!(d.peak(Precision::Nvfp4).unwrap().get(), 9000e12);
+        assert_eq!(d.gemm_peak(Precision::Mxfp8).unwrap().get(), 4500e12);
+        // A ratio above the peaks' (2.5 > 2): the datasheet peak.
+        spec.efficiency.gemm_fp4_vs_fp8 = Some(2.5);
+        let d = Device::from_spec(spec.clone()).unwrap();
+        assert_eq!(d.gemm_peak(Precision::Nvfp4).unwrap().get(), 9000e12);
+        // No MXFP8 peak: FP8's (4000 · 1.9 = 7600).
+        spec.matrix.mxfp8 = None;
+        spec.matrix.fp8 = Some(FlopRate::new(4000e12));
+        spec.efficiency.gemm_fp4_vs_fp8 = Some(1.9);
+        let d = Device::from_spec(spec.clone()).unwrap();
+        assert_relative_eq!(d.gemm_peak(Precision::Nvfp4).unwrap().get(), 7600e12);
+        // Unset: the datasheet peak.
+        spec.efficiency.gemm_fp4_vs_fp8 = None;
+        let d = Device::from_spec(spec.clone()).unwrap();
+        assert_eq!(d.gemm_peak(Precision::Nvfp4).unwrap().get(), 9000e12);
+        // A ratio that is not positive is refused, naming the key.
+        spec.efficiency.gemm_fp4_vs_fp8 = Some(0.0);
+        let err = Device::from_spec(spec).unwrap_err().to_string();
+        assert!(err.contains("gemm_fp4_vs_fp8"), "{err}");
     }
 
     #[test]

@@ -392,6 +392,28 @@ fn every_row_with_a_precision_is_an_estimate_command() {
     }
 }
 
+/// The groups that meet issue 19's bounds (median |error| ≤ 7 %, 90th percentile ≤ 15 %)
+/// keep meeting them: both GB200 and GB300 groups and B200 dense.
+#[test]
+fn groups_within_issue_19_bounds_stay_there() {
+    let groups = errors_by_group(false);
+    for g in [
+        "B200 dense",
+        "GB200 MoE",
+        "GB200 dense",
+        "GB300 MoE",
+        "GB300 dense",
+    ] {
+        let (m, p) = stats(&groups[g]);
+        assert!(
+            m <= 0.07 && p <= 0.15,
+            "{g}: median {:.1}%, p90 {:.1}%",
+            100.0 * m,
+            100.0 * p
+        );
+    }
+}
+
 /// Issue 19's bounds per group (system × dense/MoE): median |error| ≤ 7 % and 90th
 /// percentile ≤ 15 %. Not met yet (docs/validation-modern.md gives today's numbers and
 /// what is missing); run with `--ignored` to see which groups fail.

@@ -57,7 +57,7 @@ pub(super) fn dlrm<T: Trace>(
     tr: &mut T,
 ) -> Result<Estimate> {
     let dev = &sys.device;
-    let peak = dev.peak(plan.precision)?;
+    let peak = dev.gemm_peak(plan.precision)?;
     let b = plan.micro_batch as f64;
     let eff = dev.gemm_efficiency(b, d.mlp_width, d.mlp_width, 1.0);
     let fwd_mlp = Flop::new(d.forward_flops * b) / (peak * eff);
@@ -125,7 +125,7 @@ pub(super) fn layered<T: Trace>(
     tr: &mut T,
 ) -> Result<Estimate> {
     let dev = &sys.device;
-    let peak = dev.peak(plan.precision)?;
+    let peak = dev.gemm_peak(plan.precision)?;
     let b = plan.micro_batch as f64;
     let fwd = Flop::new(l.forward_flops * b) / (peak * l.efficiency)
         + dev.memory_time(Bytes::new(l.bytes * b), l.n_layers as f64);

@@ -300,7 +300,7 @@ pub(super) fn evaluate<T: Trace>(
         seq = m.with_seq_len(plan.seq_len);
         &seq
     };
-    let peak = dev.peak(plan.precision)?;
+    let peak = dev.gemm_peak(plan.precision)?;
     let attn_peak = if plan.precision.is_low() {
         dev.peak(crate::compute::Precision::Bf16).unwrap_or(peak)
     } else {
@@ -803,8 +803,9 @@ fn explain_header<T: Trace>(c: &Ctx, tr: &mut T) {
     tr.line(|| {
         let e = &dev.spec.efficiency;
         format!(
-            "GEMM time = 2·M·N·K / (peak · e), e = {} · q(M,N on {} units, {}×{} tiles) · K/(K+{}); peak {} ({})",
-            e.gemm, dev.spec.compute_units, e.gemm_tile[0], e.gemm_tile[1], e.gemm_k_overhead, c.peak, plan.precision.name()
+            "GEMM time = 2·M·N·K / (peak · e), e = {} · q(M,N on {} units, {}×{} tiles) · K/(K+{}); peak {} ({}{})",
+            e.gemm, dev.spec.compute_units, e.gemm_tile[0], e.gemm_tile[1], e.gemm_k_overhead, c.peak, plan.precision.name(),
+            fp4_cap_note(dev, plan.precision)
         )
     });
     tr.line(|| {
@@ -820,6 +821,20 @@ fn explain_header<T: Trace>(c: &Ctx, tr: &mut T) {
             plan.micro_batch, m.s, m.h, plan.tp
         )
     });
+}
+
+/// ": min(datasheet, r × 8-bit peak)" when [`Device::gemm_peak`] caps the 4-bit rate.
+fn fp4_cap_note(dev: &Device, p: crate::compute::Precision) -> String {
+    let (Ok(data), Ok(run)) = (dev.peak(p), dev.gemm_peak(p)) else {
+        return String::new();
+    };
+    match dev.spec.efficiency.gemm_fp4_vs_fp8 {
+        Some(r) if run.get() < data.get() => format!(
+            ": min(datasheet {data}, gemm_fp4_vs_fp8 {r} × 8-bit peak {})",
+            FlopRate::new(run.get() / r)
+        ),
+        _ => String::new(),
+    }
 }
 
 #[allow(clippy::too_many_arguments)]

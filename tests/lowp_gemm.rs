@@ -1,0 +1,74 @@
+//! The low-precision GEMM rates against NVIDIA's published B300 measurement
+//! (tests/data/te/gemm-profiling-b300.csv: Transformer Engine's GEMM profiling tutorial).
+//! The kernel-only ("prequant") rows check the GEMM model itself: BF16, MXFP8 and NVFP4
+//! per-layer times from `Device::gemm_time_at` at `Device::gemm_peak`, the way the
+//! estimator times the linear layers.
+
+use astrolabe::catalog;
+use astrolabe::compute::Precision;
+
+const M: f64 = 15872.0;
+/// (N, K) of the forward GEMMs: QKV, attention output, MLP up, MLP down.
+const FWD: [(f64, f64); 4] = [
+    (12288.0, 4096.0),
+    (4096.0, 4096.0),
+    (16384.0, 4096.0),
+    (4096.0, 16384.0),
+];
+
+fn measured(precision: &str, mode: &str) -> f64 {
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/data/te/gemm-profiling-b300.csv"
+    ))
+    .unwrap();
+    let row = text
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .map(|l| l.split(',').collect::<Vec<_>>())
+        .find(|c| c[0] == precision && c[1] == mode)
+        .unwrap_or_else(|| panic!("no row {precision} {mode}"));
+    row[5].parse().unwrap()
+}
+
+/// Per-layer time of the 12 GEMMs (forward M×N×K, data gradient M×K×N, weight gradient
+/// K×N×M) in `p` on b300, in ms.
+fn layer_ms(p: Precision) -> f64 {
+    let dev = catalog::device("b300").unwrap();
+    let peak = dev.gemm_peak(p).unwrap();
+    let speedup = peak.get() / dev.peak(Precision::Bf16).unwrap().get();
+    let t = |m, n, k| dev.gemm_time_at(peak, speedup, m, n, k, 1.0).get();
+    1e3 * FWD
+        .iter()
+        .map(|&(n, k)| t(M, n, k) + t(M, k, n) + t(k, n, M))
+        .sum::<f64>()
+}
+
+#[test]
+fn b300_gemm_rates_against_the_published_kernel_times() {
+    // BF16: the 0.72 plateau with tile, wave and K terms reproduces the kernel (13.10 ms).
+    let (bf16, meas) = (layer_ms(Precision::Bf16), measured("bf16", "prequant"));
+    assert!((bf16 / meas - 1.0).abs() < 0.05, "bf16 {bf16} vs {meas}");
+    // 8- and 4-bit: b300's gemm_lowp 0.57 is the plateau of B200's end-to-end training rows
+    // (sustained power limit), below what the isolated kernel reaches in 100 timed calls
+    // (≈ 0.67; GB300's end-to-end fit is 0.68): the model is slower than the kernel-only
+    // rows, by as much for MXFP8 as for NVFP4, and never faster.
+    for (p, name) in [(Precision::Mxfp8, "mxfp8"), (Precision::Nvfp4, "nvfp4")] {
+        let (model, meas) = (layer_ms(p), measured(name, "prequant"));
+        let slow = model / meas - 1.0;
+        println!(
+            "{name}: model {model:.3} ms, measured {meas:.3} ms ({:+.1}%)",
+            100.0 * slow
+        );
+        assert!((0.10..0.25).contains(&slow), "{name}: {slow}");
+    }
+}
+
+#[test]
+fn nvfp4_gains_what_was_measured_over_mxfp8_not_the_peak_ratio() {
+    // Measured: 7.161 / 3.764 = 1.90. The datasheet peaks (13.5 against 4.5 PFLOP/s) would
+    // give nearly 3×; the device's gemm_fp4_vs_fp8 = 1.9 caps the 4-bit main loop.
+    let ratio = layer_ms(Precision::Mxfp8) / layer_ms(Precision::Nvfp4);
+    let meas = measured("mxfp8", "prequant") / measured("nvfp4", "prequant");
+    assert!((ratio / meas - 1.0).abs() < 0.05, "{ratio} vs {meas}");
+}
