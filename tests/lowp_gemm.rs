@@ -72,3 +72,43 @@ fn nvfp4_gains_what_was_measured_over_mxfp8_not_the_peak_ratio() {
     let meas = measured("mxfp8", "prequant") / measured("nvfp4", "prequant");
     assert!((ratio / meas - 1.0).abs() < 0.05, "{ratio} vs {meas}");
 }
+
+#[test]
+fn explain_shows_the_capped_4bit_peak() {
+    // gb300: NVFP4 15 PFLOP/s on the datasheet, MXFP8 5; min(15, 1.9 · 5) = 9.5 PFLOP/s.
+    let run = |precision: &str| {
+        let out = assert_cmd::Command::cargo_bin("astrolabe")
+            .unwrap()
+            .args([
+                "estimate",
+                "--model",
+                "llama3-70b",
+                "--system",
+                "gb300-nvl72",
+                "--gpus",
+                "64",
+                "--tp",
+                "2",
+                "--pp",
+                "4",
+                "--global-batch",
+                "256",
+                "--precision",
+                precision,
+                "--explain",
+            ])
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let fp4 = run("nvfp4");
+    assert!(
+        fp4.contains(
+            "peak 9.5 PFLOP/s (nvfp4: min(datasheet 15 PFLOP/s, gemm_fp4_vs_fp8 1.9 × 8-bit peak 5 PFLOP/s))"
+        ),
+        "{fp4}"
+    );
+    let fp8 = run("mxfp8");
+    assert!(fp8.contains("peak 5 PFLOP/s (mxfp8)"), "{fp8}");
+}
