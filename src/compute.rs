@@ -210,7 +210,7 @@ fn one() -> f64 {
     1.0
 }
 fn default_launch() -> Seconds {
-    Seconds::new(4e-6)
+    Seconds::new(25e-6)
 }
 
 /// A device preset as written in `presets/devices/*.toml`.

@@ -11,8 +11,8 @@ mod stages;
 
 pub use context::CpKind;
 pub use knobs::{
-    CudaGraphs, DEEPSPEED_2021_RATE, EpDispatch, GroupedGemm, LoraTargets, Optimizer, Order,
-    Recompute, RecomputeModules, Schedule, Zero3Impl,
+    CrossEntropy, CudaGraphs, DEEPSPEED_2021_RATE, EpDispatch, GroupedGemm, LoraTargets, Optimizer,
+    Order, Recompute, RecomputeModules, Schedule, Zero3Impl,
 };
 pub use placement::{Placement, Span};
 pub use stages::{SplitSpec, Stages};
@@ -138,6 +138,9 @@ pub struct PlanSpec {
     pub ep_dispatch: EpDispatch,
     /// How a rank runs its local experts' GEMMs.
     pub grouped_gemm: GroupedGemm,
+    /// How the last stage computes the loss: "unfused" (default) or "te".
+    #[serde(default)]
+    pub cross_entropy: CrossEntropy,
     /// The layer parts captured as CUDA graphs (no host calls per operation).
     #[serde(default)]
     pub cuda_graphs: CudaGraphs,
@@ -191,6 +194,7 @@ impl Default for PlanSpec {
             order: Order::TpDpPp,
             ep_dispatch: EpDispatch::Alltoall,
             grouped_gemm: GroupedGemm::Streams,
+            cross_entropy: CrossEntropy::Unfused,
             cuda_graphs: CudaGraphs::NONE,
             offload: crate::offload::Offload::NONE,
         }
@@ -303,6 +307,8 @@ pub struct Plan {
     pub ep_dispatch: EpDispatch,
     /// Local experts' GEMMs.
     pub grouped_gemm: GroupedGemm,
+    /// The loss kernels.
+    pub cross_entropy: CrossEntropy,
     /// CUDA-graph-captured parts.
     pub cuda_graphs: CudaGraphs,
     /// The embedding counted as a layer of the pipeline split.
@@ -583,6 +589,7 @@ impl Plan {
             order: s.order,
             ep_dispatch: s.ep_dispatch,
             grouped_gemm: s.grouped_gemm,
+            cross_entropy: s.cross_entropy,
             cuda_graphs: s.cuda_graphs,
             account_for_embedding: s.account_for_embedding,
             account_for_loss: s.account_for_loss,

@@ -147,6 +147,9 @@ pub struct PlanFlags {
     /// How a rank runs its local experts' GEMMs: streams (Transformer Engine's default, one GEMM per expert on 4 CUDA streams) or fused (one grouped kernel, e.g. NVTE_CUTEDSL_FUSED_GROUPED_MLP=1).
     #[arg(long, value_name = "KIND")]
     pub grouped_gemm: Option<String>,
+    /// Loss kernels on the last stage: unfused (Megatron-LM's default, eager VocabParallelCrossEntropy) or te (Transformer Engine's fused cross-entropy, Megatron-Bridge's recipes).
+    #[arg(long, value_name = "KIND")]
+    pub cross_entropy: Option<String>,
     /// Layer parts captured as CUDA graphs (Megatron-core --cuda-graph-impl/--cuda-graph-modules): none (default), full (full_iteration: no host time), or a comma list of attn, mlp, moe_router, moe_preprocess, moe, mamba. Eager parts cost host time per operation; a layer whose host time exceeds its GPU time leaves the GPU waiting (docs/modern-training.md, host launch).
     #[arg(long, value_name = "SCOPES")]
     pub cuda_graphs: Option<String>,
@@ -252,6 +255,9 @@ impl PlanFlags {
         if let Some(s) = &self.grouped_gemm {
             p.grouped_gemm = parse_enum("--grouped-gemm", s, &["streams", "fused"])?;
         }
+        if let Some(s) = &self.cross_entropy {
+            p.cross_entropy = parse_enum("--cross-entropy", s, &["unfused", "te"])?;
+        }
         if let Some(s) = &self.cuda_graphs {
             p.cuda_graphs = crate::parallel::CudaGraphs::parse(s)
                 .map_err(|e| crate::error::Error::input("--cuda-graphs", e))?;
@@ -319,6 +325,7 @@ impl PlanFlags {
             ("order", &self.order),
             ("ep_dispatch", &self.ep_dispatch),
             ("grouped_gemm", &self.grouped_gemm),
+            ("cross_entropy", &self.cross_entropy),
             ("cuda_graphs", &self.cuda_graphs),
             ("zero3_impl", &self.zero3_impl),
             ("cp_kind", &self.cp_kind),

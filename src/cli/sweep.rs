@@ -92,6 +92,9 @@ pub struct SweepArgs {
     /// Local experts' GEMMs in every plan: streams or fused (see `estimate --help`).
     #[arg(long, value_name = "KIND")]
     pub grouped_gemm: Option<String>,
+    /// Loss kernels in every plan: unfused or te (see `estimate --help`).
+    #[arg(long, value_name = "KIND")]
+    pub cross_entropy: Option<String>,
     /// Layer parts captured as CUDA graphs in every plan: none, full or scope names (see `estimate --help`).
     #[arg(long, value_name = "SCOPES")]
     pub cuda_graphs: Option<String>,
@@ -387,6 +390,10 @@ fn build_axes(a: &SweepArgs, f: &SweepFile, system: &crate::system::System) -> R
     if let Some(s) = a.grouped_gemm.as_ref().or(fa.grouped_gemm.as_ref()) {
         ax.grouped_gemm =
             crate::cli::plan_flags::parse_enum("--grouped-gemm", s, &["streams", "fused"])?;
+    }
+    if let Some(s) = a.cross_entropy.as_ref().or(fa.cross_entropy.as_ref()) {
+        ax.cross_entropy =
+            crate::cli::plan_flags::parse_enum("--cross-entropy", s, &["unfused", "te"])?;
     }
     let graphs_from = [
         ("--cuda-graphs", &a.cuda_graphs),

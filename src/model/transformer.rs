@@ -59,6 +59,10 @@ pub struct TransformerSpec {
     /// position table, as in LLaMA; BLOOM's ALiBi sets `rotary = false`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rotary: Option<bool>,
+    /// A norm on each head's queries and keys before attention (Qwen3's RMSNorm, OLMo 2,
+    /// Gemma 3; Megatron-core `qk_layernorm`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub qk_norm: bool,
     /// Linear layers have biases (GPT) or not (LLaMA).
     #[serde(default = "yes")]
     pub bias: bool,
@@ -154,6 +158,8 @@ pub struct Transformer {
     pub learned_positions: bool,
     /// Rotary position embedding applied to queries and keys in every layer.
     pub rotary: bool,
+    /// A norm on each head's queries and keys.
+    pub qk_norm: bool,
     /// Sliding-window attention on some layers (`None`: every layer full).
     pub window: Option<Window>,
     /// Parameters of one layer's attention block (projections + biases).
@@ -345,6 +351,7 @@ impl Transformer {
             causal: spec.causal,
             learned_positions: spec.learned_positions,
             rotary: spec.rotary.unwrap_or(!spec.learned_positions),
+            qk_norm: spec.qk_norm,
             window: None,
             attn_params: attn.params(h, bias),
             mlp_params: mlp_params(h, expert_f, gated, bias),
@@ -522,6 +529,7 @@ mod tests {
             tied_embeddings: true,
             learned_positions: true,
             rotary: None,
+            qk_norm: false,
             bias: true,
             causal: true,
             moe: None,
@@ -575,6 +583,7 @@ mod tests {
             tied_embeddings: false,
             learned_positions: false,
             rotary: None,
+            qk_norm: false,
             bias: false,
             causal: true,
             moe: None,

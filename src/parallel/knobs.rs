@@ -143,6 +143,20 @@ pub enum GroupedGemm {
     Fused,
 }
 
+/// How the last stage computes the loss over the vocabulary-parallel logits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum CrossEntropy {
+    /// Megatron-core's `VocabParallelCrossEntropy` in eager PyTorch operations (Megatron-LM's
+    /// default: `cross_entropy_loss_fusion` off): 38 B per logit in 6 kernels forward.
+    #[default]
+    Unfused,
+    /// Transformer Engine's fused kernels (`cross_entropy_loss_fusion` with
+    /// `cross_entropy_fusion_impl = "te"`, Megatron-Bridge's benchmark recipes): an online
+    /// softmax pass and a pass writing the FP32 gradient, 8 B per logit in 2 kernels.
+    Te,
+}
+
 /// Which parts of each layer run as captured CUDA graphs (Megatron-core
 /// `--cuda-graph-impl` and `--cuda-graph-modules`, docs/user-guide/features/cuda_graph.md):
 /// a captured part replays its kernels with one graph launch instead of one host call per

@@ -92,6 +92,8 @@ pub struct PlanValue {
     pub ep_dispatch: String,
     /// Local experts' GEMMs: "streams" or "fused".
     pub grouped_gemm: String,
+    /// Loss kernels on the last stage: "unfused" or "te".
+    pub cross_entropy: String,
     /// CUDA-graph-captured parts: "none", "full" or a comma list of scopes.
     pub cuda_graphs: String,
     /// The embedding counted as a layer of the pipeline split.
@@ -180,6 +182,11 @@ impl From<&Plan> for PlanValue {
             grouped_gemm: match p.grouped_gemm {
                 crate::parallel::GroupedGemm::Streams => "streams",
                 crate::parallel::GroupedGemm::Fused => "fused",
+            }
+            .into(),
+            cross_entropy: match p.cross_entropy {
+                crate::parallel::CrossEntropy::Unfused => "unfused",
+                crate::parallel::CrossEntropy::Te => "te",
             }
             .into(),
             cuda_graphs: p.cuda_graphs.to_string(),

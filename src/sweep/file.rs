@@ -109,6 +109,8 @@ pub struct AxesFile {
     pub ep_dispatch: Option<String>,
     /// Local experts' GEMMs in every plan: "streams" or "fused" (a setting).
     pub grouped_gemm: Option<String>,
+    /// Loss kernels in every plan: "unfused" or "te" (a setting).
+    pub cross_entropy: Option<String>,
     /// CUDA-graph-captured parts in every plan: "none", "full" or scope names (a setting).
     pub cuda_graphs: Option<String>,
     /// Submodules recomputed in every plan without full recomputation: "none" or a comma

@@ -84,6 +84,8 @@ pub struct Axes {
     pub ep_dispatch: crate::parallel::EpDispatch,
     /// How local experts' GEMMs run in every plan (a setting).
     pub grouped_gemm: crate::parallel::GroupedGemm,
+    /// Loss kernels in every plan (a setting).
+    pub cross_entropy: crate::parallel::CrossEntropy,
     /// CUDA-graph-captured parts in every plan (a setting).
     pub cuda_graphs: crate::parallel::CudaGraphs,
     /// Submodules recomputed in every plan without full recomputation (a setting).
@@ -136,6 +138,7 @@ impl Axes {
             ep_overlap: false,
             ep_dispatch: crate::parallel::EpDispatch::Alltoall,
             grouped_gemm: crate::parallel::GroupedGemm::Streams,
+            cross_entropy: crate::parallel::CrossEntropy::Unfused,
             cuda_graphs: crate::parallel::CudaGraphs::NONE,
             recompute_modules: crate::parallel::RecomputeModules::NONE,
             memory_reserve: None,
@@ -372,6 +375,7 @@ impl Grid {
                                     ep_overlap: axes.ep_overlap,
                                     ep_dispatch: axes.ep_dispatch,
                                     grouped_gemm: axes.grouped_gemm,
+                                    cross_entropy: axes.cross_entropy,
                                     cuda_graphs: axes.cuda_graphs,
                                     recompute_modules: axes.recompute_modules,
                                     memory_reserve: axes.memory_reserve,

@@ -12,7 +12,7 @@ use crate::error::Result;
 use crate::estimate::windows::{Overlap, bulk};
 use crate::estimate::{Trace, coll};
 use crate::model::Split;
-use crate::parallel::Recompute;
+use crate::parallel::{CrossEntropy, Recompute};
 use crate::units::{Bytes, Seconds};
 
 /// Linear layers of one transformer layer, grouped by the TP collective they pair with:
@@ -516,6 +516,17 @@ pub(super) fn layer<T: Trace>(c: &Ctx, tr: &mut T) -> Result<(Block, TpWindows)>
     } else {
         (0.0, 0.0)
     };
+    // QK-norm (Megatron-core `qk_layernorm`: `q_layernorm`/`k_layernorm`, TE norms over each
+    // head's d_qk, in `SelfAttention.get_query_key_value_tensors`): one kernel on the
+    // queries and one on the keys, as LayerNorm read + write 2 B/elem forward, and read
+    // the input and the gradient, write the gradient (6 B/elem) backward.
+    let qkn = if m.qk_norm && attn_on && m.attn.mla.is_none() {
+        let t = c.plan.tp as f64;
+        c.tokens * (m.attn.heads / t + (m.attn.kv_heads / t).max(1.0)) * m.attn.qk_d
+    } else {
+        0.0
+    };
+    let qkn_k = if qkn > 0.0 { 2.0 } else { 0.0 };
     let (perm, perm_k) = if mlp_on { permute_bytes(c) } else { (0.0, 0.0) };
     // Kernels besides rotary, permute and Mamba's: LayerNorm and bias-dropout-add per
     // block, the MLP's activation; backward also the gradient sums.
@@ -537,12 +548,18 @@ pub(super) fn layer<T: Trace>(c: &Ctx, tr: &mut T) -> Result<(Block, TpWindows)>
         _ => (0.0, 0.0, 0.0, 0.0),
     };
     let mem_f = c.mem(
-        c.rep * halves * (4.0 + bda_f) + act * act_f + 4.0 * rope + perm + mam_f,
-        k_f + rope_k + perm_k + mam_kf,
+        c.rep * halves * (4.0 + bda_f) + act * act_f + 4.0 * rope + 4.0 * qkn + perm + mam_f,
+        k_f + rope_k + qkn_k + perm_k + mam_kf,
     );
     let mem_b = c.mem(
-        c.rep * halves * (6.0 + bda_b + 6.0) + act * act_b + bias_grads + 4.0 * rope + perm + mam_b,
-        k_b + rope_k + perm_k + mam_kb,
+        c.rep * halves * (6.0 + bda_b + 6.0)
+            + act * act_b
+            + bias_grads
+            + 4.0 * rope
+            + 6.0 * qkn
+            + perm
+            + mam_b,
+        k_b + rope_k + qkn_k + perm_k + mam_kb,
     );
     if mam_f > 0.0 {
         tr.line(|| {
@@ -561,7 +578,14 @@ pub(super) fn layer<T: Trace>(c: &Ctx, tr: &mut T) -> Result<(Block, TpWindows)>
             )
         });
     }
-    tr.line(|| format!("  memory-bound: LayerNorm ×{halves}, bias-dropout-add ×{halves} on {} elements, activation on {act}, rotary embedding on {rope}: fwd {mem_f}, bwd {mem_b}", c.rep));
+    tr.line(|| {
+        let qk = if qkn > 0.0 {
+            format!(", QK-norm on {qkn} (4 B/elem fwd, 6 bwd)")
+        } else {
+            String::new()
+        };
+        format!("  memory-bound: LayerNorm ×{halves}, bias-dropout-add ×{halves} on {} elements, activation on {act}, rotary embedding on {rope}{qk}: fwd {mem_f}, bwd {mem_b}", c.rep)
+    });
     let tp = tp_windows(c, &lin, tr)?;
     let (ep1, ep_b1) = if mlp_on {
         ep_comm(c)?
@@ -667,9 +691,18 @@ pub(super) fn layer<T: Trace>(c: &Ctx, tr: &mut T) -> Result<(Block, TpWindows)>
 /// the max (read 4, write 4), exp in place (4 + 4), sum (4), divide into the softmax kept
 /// for backward (4 + 4): `38` in 6 kernels; backward, the softmax times the loss gradient
 /// (4 + 4) and its cast back to the 16-bit logits' gradient (4 + 2): `14` in 2 kernels.
+///
+/// With `--cross-entropy te` it is Transformer Engine's fused kernel pair
+/// (transformer_engine/pytorch/triton/cross_entropy.py, as Megatron-core calls it with
+/// `cross_entropy_fusion_impl = "te"`): an online-softmax pass reads the logits (2 B) and
+/// keeps each row's max, sum and target logit; after an all-gather of those 3 floats per
+/// token over TP, a second pass reads the logits again and writes the FP32 gradient
+/// (2 + 4): `8` bytes in 2 kernels forward, the backward as above.
 const CE_FWD_BYTES: f64 = 38.0;
 /// See [`CE_FWD_BYTES`].
 const CE_BWD_BYTES: f64 = 14.0;
+/// See [`CE_FWD_BYTES`].
+const CE_TE_FWD_BYTES: f64 = 8.0;
 pub(super) fn ends<T: Trace>(c: &Ctx, tp: &TpWindows, tr: &mut T) -> Result<(Block, Block)> {
     let (m, t) = (c.m, c.plan.tp as f64);
     let bytes = c.r * c.e;
@@ -693,15 +726,30 @@ pub(super) fn ends<T: Trace>(c: &Ctx, tp: &TpWindows, tr: &mut T) -> Result<(Blo
     // 16-bit under FP8-family recipes: forward M×N×K, data and weight gradients at the
     // 16-bit peak.
     let (lg_f, lg_b) = c.linear16(c.tokens, vt, m.h, 1.0);
-    let small = coll(C::AllReduce, c.tokens * 4.0, &c.place.tp, c.coll)? * 3.0;
+    // The loss's own TP collectives: three all-reduces of a float per token (max, sum of
+    // exponentials, target logit) unfused; one all-gather of those 3 floats per token fused.
+    let (ce_bytes, ce_kernels, small, small_bytes) = match c.plan.cross_entropy {
+        CrossEntropy::Unfused => (
+            CE_FWD_BYTES,
+            6.0,
+            coll(C::AllReduce, c.tokens * 4.0, &c.place.tp, c.coll)? * 3.0,
+            12.0 * c.tokens,
+        ),
+        CrossEntropy::Te => (
+            CE_TE_FWD_BYTES,
+            2.0,
+            coll(C::AllGather, c.tokens * 12.0 * t, &c.place.tp, c.coll)?,
+            12.0 * c.tokens * t,
+        ),
+    };
     let head_tp = tp.gather;
     let back_tp = tp.reduce;
     let last = Block {
         fwd: Pass {
             gemm: lg_f,
-            mem: c.mem(4.0 * c.rep + CE_FWD_BYTES * c.tokens * vt, 7.0),
+            mem: c.mem(4.0 * c.rep + ce_bytes * c.tokens * vt, 1.0 + ce_kernels),
             tp: small + head_tp,
-            tp_bytes: if c.plan.sp { bytes } else { 0.0 } + 12.0 * c.tokens,
+            tp_bytes: if c.plan.sp { bytes } else { 0.0 } + small_bytes,
             ..Pass::default()
         },
         bwd: Pass {
@@ -715,8 +763,8 @@ pub(super) fn ends<T: Trace>(c: &Ctx, tp: &TpWindows, tr: &mut T) -> Result<(Blo
     };
     tr.line(|| {
         format!(
-            "  logits GEMM (16-bit) M={} N={vt} K={}: fwd {lg_f}, bwd {lg_b}; final norm + cross-entropy ({CE_FWD_BYTES} B per logit forward, {CE_BWD_BYTES} backward): fwd {}, bwd {}",
-            c.tokens, m.h, last.fwd.mem, last.bwd.mem
+            "  logits GEMM (16-bit) M={} N={vt} K={}: fwd {lg_f}, bwd {lg_b}; final norm + cross-entropy ({}: {ce_bytes} B per logit forward in {ce_kernels} kernels, {CE_BWD_BYTES} backward): fwd {}, bwd {}",
+            c.tokens, m.h, match c.plan.cross_entropy { CrossEntropy::Unfused => "unfused", CrossEntropy::Te => "Transformer Engine's fused kernels" }, last.fwd.mem, last.bwd.mem
         )
     });
     Ok((first, last))

@@ -1,0 +1,106 @@
+//! Two memory-bound terms by hand, from the device's figures (dgx-h100: 3350 GB/s HBM at
+//! `memory = 0.7`, 4 µs per kernel): the loss on the last stage (`--cross-entropy`) and
+//! Qwen3's QK-norm. Qwen3-30B-A3B, one H100 rank (TP 1), micro-batch 1, s = 4096:
+//! tokens T = 4096, h = 2048, vocabulary V = 151936, 32 query and 4 key heads of 128.
+
+use assert_cmd::Command;
+
+const BW: f64 = 3350e9 * 0.7;
+const KERNEL: f64 = 4e-6;
+const T: f64 = 4096.0;
+const H: f64 = 2048.0;
+const V: f64 = 151936.0;
+
+fn explain(model: &str, extra: &[&str]) -> String {
+    let out = Command::cargo_bin("astrolabe")
+        .unwrap()
+        .args([
+            "estimate",
+            "--model",
+            model,
+            "--system",
+            "dgx-h100",
+            "--gpus",
+            "8",
+            "--ep",
+            "8",
+            "--seq-len",
+            "4096",
+            "--micro-batch",
+            "1",
+            "--global-batch",
+            "8",
+            "--explain",
+        ])
+        .args(extra)
+        .output()
+        .unwrap();
+    // Exit 3: computed, but 83 GiB do not fit an 80 GB H100 (the times are still printed).
+    assert!(
+        matches!(out.status.code(), Some(0 | 3)),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// The time after `key` on the first line containing `line`, in seconds ("423.2 us").
+fn time_after(text: &str, line: &str, key: &str) -> f64 {
+    let l = text
+        .lines()
+        .find(|l| l.contains(line))
+        .unwrap_or_else(|| panic!("{line}"));
+    let rest = &l[l.rfind(key).unwrap_or_else(|| panic!("{key} in {l}")) + key.len()..];
+    let mut it = rest.split_whitespace();
+    let v: f64 = it.next().unwrap().trim_end_matches(',').parse().unwrap();
+    let unit = it.next().unwrap().trim_end_matches(',');
+    v * match unit {
+        "s" => 1.0,
+        "ms" => 1e-3,
+        "us" => 1e-6,
+        u => panic!("unit {u}"),
+    }
+}
+
+#[test]
+fn cross_entropy_forward_by_hand() {
+    // Final norm 4 B per element of T·h, then the loss over T·V logits in its kernels
+    // (one more for the norm): unfused 38 B in 6, Transformer Engine's 8 B in 2.
+    for (kind, bytes, kernels) in [("unfused", 38.0, 7.0), ("te", 8.0, 3.0)] {
+        let text = explain("qwen3-30b-a3b", &["--cross-entropy", kind]);
+        let got = time_after(&text, "cross-entropy (", "fwd ");
+        let want = (4.0 * T * H + bytes * T * V) / BW + kernels * KERNEL;
+        assert!((got / want - 1.0).abs() < 2e-3, "{kind}: {got} vs {want}");
+    }
+    // The default is Megatron-LM's unfused loss.
+    let text = explain("qwen3-30b-a3b", &[]);
+    assert!(
+        text.contains("cross-entropy (unfused: 38 B per logit"),
+        "{text}"
+    );
+}
+
+#[test]
+fn qk_norm_by_hand() {
+    // Elements N = T·(32 + 4)·128; forward 4 B, backward 6 B per element, 2 kernels each.
+    let with = explain("qwen3-30b-a3b", &[]);
+    let n = T * 36.0 * 128.0;
+    assert!(with.contains(&format!("QK-norm on {n} (")), "{with}");
+    let path = std::env::temp_dir().join(format!("astrolabe_qkn_{}.toml", std::process::id()));
+    let spec = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/models/qwen3-30b-a3b.toml"
+    ))
+    .unwrap()
+    .replace("qk_norm = true", "qk_norm = false");
+    std::fs::write(&path, spec).unwrap();
+    let without = explain(path.to_str().unwrap(), &[]);
+    std::fs::remove_file(&path).ok();
+    assert!(!without.contains("QK-norm"), "{without}");
+    for (key, bytes) in [("fwd ", 4.0), ("bwd ", 6.0)] {
+        let d = time_after(&with, "memory-bound: LayerNorm", key)
+            - time_after(&without, "memory-bound: LayerNorm", key);
+        let want = bytes * n / BW + 2.0 * KERNEL;
+        assert!((d / want - 1.0).abs() < 0.01, "{key}: {d} vs {want}");
+    }
+}
