@@ -194,13 +194,24 @@ pub fn layer_activation_bytes(m: &Transformer, plan: &Plan, dropout: bool) -> f6
 /// normalised copy feeding the up-projection, `(2 + q)·(r_q + r_kv)`, and the rotary key,
 /// `2·d_rope`; with `mla_up_proj` the query, key and value are dropped after the
 /// attention's forward and rebuilt from the latents for its backward
-/// (`CheckpointWithoutOutput` around `qkv_up_proj_and_rope_apply`).
+/// (`CheckpointWithoutOutput` around `qkv_up_proj_and_rope_apply`). With QK-norm
+/// (`qk_norm`, not MLA) the two norms keep their inputs and an FP32 rsigma per head:
+/// `+ (2·d_qk + 4)·(a + kv)/h`.
 fn attention_terms(m: &Transformer, plan: &Plan, q: f64, proj_in: f64) -> (f64, f64) {
     let at = &m.attn;
     let (a, kv, dqk, dv) = (at.heads, at.kv_heads, at.qk_d, at.v_d);
     let out = proj_in * a * dv;
     match at.mla {
-        None => ((2.0 * (a * dqk + kv * (dqk + dv)) + out) / m.h, 0.0),
+        None => {
+            // QK-norm's Transformer Engine norms keep their inputs (the pre-norm queries and
+            // keys, 2 B each) and an FP32 rsigma per head and token.
+            let qkn = if m.qk_norm {
+                2.0 * (a + kv) * dqk + 4.0 * (a + kv)
+            } else {
+                0.0
+            };
+            ((2.0 * (a * dqk + kv * (dqk + dv)) + out + qkn) / m.h, 0.0)
+        }
         Some([qr, kvr, rope]) => {
             let qkv = if plan.recompute_modules.has(RecomputeModules::MLA_UP_PROJ) {
                 0.0

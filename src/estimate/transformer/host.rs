@@ -62,7 +62,9 @@ fn linears(n: f64, low: bool) -> Ops {
 ///
 /// - `attn`: the attention's linear layers (2; MLA 5) by [`linears`], the fused attention
 ///   call (one TE call each pass), rotary on queries and keys and the bias-dropout-add
-///   (3 operations each pass);
+///   (3 operations each pass), and with QK-norm its two norms (one operation each per
+///   pass, as rotary: a norm module wraps one fused kernel and has no GEMM set-up; TE's
+///   measured 2.7 is for its GEMM modules);
 /// - `mlp` (dense): 2 linear layers, the activation and the bias-dropout-add (2);
 /// - `moe_router`: the router GEMM (1 forward, 2 backward) and 11 fused router kernels
 ///   each pass, plus a shared expert's 2 linear layers and activation (Megatron-LM's
@@ -85,7 +87,14 @@ pub(crate) fn ops(c: &Ctx, scope: CudaGraphs) -> Ops {
     match scope {
         CudaGraphs::ATTN if attn_on => {
             let n = if m.attn.mla.is_some() { 5.0 } else { 2.0 };
-            linears(n, low).plus(both(TE_CALL_OPS)).plus(both(3.0))
+            let qk_norm = if m.qk_norm && m.attn.mla.is_none() {
+                2.0
+            } else {
+                0.0
+            };
+            linears(n, low)
+                .plus(both(TE_CALL_OPS + qk_norm))
+                .plus(both(3.0))
         }
         CudaGraphs::MLP if mlp_on && !moe => linears(2.0, low).plus(both(2.0)),
         CudaGraphs::MOE_ROUTER if moe => {
