@@ -104,3 +104,100 @@ fn qk_norm_by_hand() {
         assert!((d / want - 1.0).abs() < 0.01, "{key}: {d} vs {want}");
     }
 }
+
+/// The loss's TP collectives, in bytes: three all-reduces of a float per token (12·T
+/// bytes) unfused, one all-gather of 3 floats per token from each of the t ranks
+/// (12·T·t) fused. Llama 3 8B on 8 H100 with TP 8 (SP), one micro-batch of 16 × 8192 =
+/// 131,072 tokens: the SP bytes differ by 12·T·(8 − 1) = 11,010,048.
+#[test]
+fn cross_entropy_collective_bytes_by_hand() {
+    let sp_bytes = |kind: &str| {
+        let out = Command::cargo_bin("astrolabe")
+            .unwrap()
+            .args([
+                "estimate",
+                "--model",
+                "llama3-8b",
+                "--system",
+                "dgx-h100",
+                "--gpus",
+                "8",
+                "--tp",
+                "8",
+                "--seq-len",
+                "8192",
+                "--micro-batch",
+                "16",
+                "--global-batch",
+                "16",
+                "--recompute",
+                "full",
+                "--cross-entropy",
+                kind,
+                "--format",
+                "json",
+            ])
+            .output()
+            .unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(v["plan"]["cross_entropy"], kind);
+        v["time_breakdown"]["communication"]["sp"]["bytes_per_device"]
+            .as_f64()
+            .unwrap()
+    };
+    let d = sp_bytes("te") - sp_bytes("unfused");
+    assert_eq!(d, 12.0 * 131072.0 * 7.0);
+}
+
+/// A sweep applies `--cross-entropy` to every plan it ranks (a setting, not an axis).
+#[test]
+fn sweep_takes_the_loss_kernels() {
+    let top = |kind: &str| {
+        let out = Command::cargo_bin("astrolabe")
+            .unwrap()
+            .args([
+                "sweep",
+                "--model",
+                "llama3-8b",
+                "--system",
+                "dgx-h100",
+                "--gpus",
+                "8",
+                "--global-batch",
+                "64",
+                "--top",
+                "3",
+                "--cross-entropy",
+                kind,
+                "--format",
+                "json",
+            ])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        v["top"].as_array().unwrap().clone()
+    };
+    let (te, unfused) = (top("te"), top("unfused"));
+    assert!(
+        te.iter().all(|r| r["plan"]["cross_entropy"] == "te"),
+        "{te:?}"
+    );
+    assert!(
+        unfused
+            .iter()
+            .all(|r| r["plan"]["cross_entropy"] == "unfused")
+    );
+    // The fused loss moves 30 B less per logit: the best plan is faster.
+    let t = |r: &serde_json::Value| r["iteration_time_s"].as_f64().unwrap();
+    assert!(
+        t(&te[0]) < t(&unfused[0]),
+        "{} vs {}",
+        t(&te[0]),
+        t(&unfused[0])
+    );
+}
