@@ -105,7 +105,7 @@ fn qk_norm_by_hand() {
     }
 }
 
-/// The loss's TP collectives, in bytes: three all-reduces of a float per token (12·T
+/// The loss's TP collectives, in bytes and time: three all-reduces of a float per token (12·T
 /// bytes) unfused, one all-gather of 3 floats per token from each of the t ranks
 /// (12·T·t) fused. Llama 3 8B on 8 H100 with TP 8 (SP), one micro-batch of 16 × 8192 =
 /// 131,072 tokens: the SP bytes differ by 12·T·(8 − 1) = 11,010,048.
@@ -141,12 +141,26 @@ fn cross_entropy_collective_bytes_by_hand() {
             .unwrap();
         let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
         assert_eq!(v["plan"]["cross_entropy"], kind);
-        v["time_breakdown"]["communication"]["sp"]["bytes_per_device"]
-            .as_f64()
-            .unwrap()
+        let sp = &v["time_breakdown"]["communication"]["sp"];
+        (
+            sp["bytes_per_device"].as_f64().unwrap(),
+            sp["exposed_s"].as_f64().unwrap(),
+        )
     };
-    let d = sp_bytes("te") - sp_bytes("unfused");
-    assert_eq!(d, 12.0 * 131072.0 * 7.0);
+    let ((b_te, x_te), (b_un, x_un)) = (sp_bytes("te"), sp_bytes("unfused"));
+    assert_eq!(b_te - b_un, 12.0 * 131072.0 * 7.0);
+    // Their time, exposed on the last stage: rings over the 8 GPUs' NVLink (dgx-h100:
+    // 370 GB/s, α = 3.4 µs per step). All-reduce of S = 4·T: 2·7 steps of α + S/(8·B);
+    // all-gather of S = 12·T·8: 7 steps of α + S/(8·B).
+    let step = |s: f64| 3.4e-6 + s / (8.0 * 370e9);
+    let ar = 14.0 * step(4.0 * 131072.0);
+    let ag = 7.0 * step(12.0 * 131072.0 * 8.0);
+    let want = ag - 3.0 * ar;
+    assert!(
+        ((x_te - x_un) / want - 1.0).abs() < 1e-6,
+        "{} vs {want}",
+        x_te - x_un
+    );
 }
 
 /// A sweep applies `--cross-entropy` to every plan it ranks (a setting, not an axis).
