@@ -86,6 +86,16 @@ pub(super) fn sharded(c: &Ctx, trainable: f64) -> f64 {
     (trainable - routed) / n as f64 + routed / edp as f64
 }
 
+/// Parameters whose low-precision copies a device holds and refreshes each iteration: all
+/// `params` of its stage, or under ZeRO-3 its shard ([`sharded`]).
+fn weight_copies(c: &Ctx, params: f64) -> f64 {
+    if c.plan.zero >= 3 {
+        sharded(c, params)
+    } else {
+        params
+    }
+}
+
 /// Optimizer step, memory-bound over the local optimizer shard (Megatron-LM's
 /// mixed-precision optimizer, apex multi-tensor kernels), bytes per parameter with
 /// gradient bytes `g`: gradient-norm clipping reads the gradient (`g`); Adam reads the
@@ -104,7 +114,7 @@ pub(super) fn optimizer_time(c: &Ctx, trainable: f64, params: f64) -> Seconds {
     // caches them across micro-batches): read 2 B, write the copies.
     let recast = lowp::weight_copy_bytes(c.plan.precision, c.plan.fp8_recipe);
     let recast = if recast > 0.0 {
-        params * (2.0 + recast)
+        weight_copies(c, params) * (2.0 + recast)
     } else {
         0.0
     };
@@ -134,7 +144,11 @@ pub(super) fn stage_memory(c: &Ctx, params: f64, trainable: f64, plan: &Plan) ->
     }
     // Frozen (LoRA) weights: 16-bit, not sharded.
     states[0] += (params - trainable) * 2.0;
-    states[0] += params * lowp::weight_copy_bytes(plan.precision, plan.fp8_recipe);
+    // Low-precision weight copies: of every parameter, or under ZeRO-3 of the device's
+    // shard. Megatron-FSDP keeps its FP8 parameters sharded and gathers them in FP8
+    // (`fp8_param_gather`); a gathered layer lives in the prefetch buffers.
+    states[0] +=
+        weight_copies(c, params) * lowp::weight_copy_bytes(plan.precision, plan.fp8_recipe);
     let per_layer = memory::layer_activation_bytes(c.m, plan, c.m.bias) / plan.cp as f64;
     let acts = per_layer * memory::peak_stage(plan).2;
     let logits = if plan.pp == 1 {
