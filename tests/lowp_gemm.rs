@@ -77,30 +77,10 @@ fn nvfp4_gains_what_was_measured_over_mxfp8_not_the_peak_ratio() {
 fn explain_shows_the_capped_4bit_peak() {
     // gb300: NVFP4 15 PFLOP/s on the datasheet, MXFP8 5; min(15, 1.9 · 5) = 9.5 PFLOP/s.
     let run = |precision: &str| {
-        let out = assert_cmd::Command::cargo_bin("astrolabe")
-            .unwrap()
-            .args([
-                "estimate",
-                "--model",
-                "llama3-70b",
-                "--system",
-                "gb300-nvl72",
-                "--gpus",
-                "64",
-                "--tp",
-                "2",
-                "--pp",
-                "4",
-                "--global-batch",
-                "256",
-                "--precision",
-                precision,
-                "--explain",
-            ])
-            .output()
-            .unwrap();
-        assert!(out.status.success());
-        String::from_utf8(out.stdout).unwrap()
+        cli(&format!(
+            "estimate --model llama3-70b --system gb300-nvl72 --gpus 64 --tp 2 --pp 4 \
+             --global-batch 256 --precision {precision} --explain"
+        ))
     };
     let fp4 = run("nvfp4");
     assert!(
@@ -119,42 +99,21 @@ fn explain_shows_the_capped_4bit_peak() {
 /// its parameters. Llama 3 70B on 64 GB200 without TP or PP.
 #[test]
 fn fp8_weight_copies_follow_zero3_shards() {
-    let run = |precision: &str, zero: &[&str]| {
-        let out = assert_cmd::Command::cargo_bin("astrolabe")
-            .unwrap()
-            .args([
-                "estimate",
-                "--model",
-                "llama3-70b",
-                "--system",
-                "gb200-nvl72",
-                "--gpus",
-                "64",
-                "--seq-len",
-                "8192",
-                "--micro-batch",
-                "1",
-                "--global-batch",
-                "64",
-                "--recompute",
-                "full",
-                "--precision",
-                precision,
-                "--format",
-                "json",
-            ])
-            .args(zero)
-            .output()
-            .unwrap();
-        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let run = |precision: &str, zero: &str| {
+        let v: serde_json::Value = serde_json::from_str(&cli(&format!(
+            "estimate --model llama3-70b --system gb200-nvl72 --gpus 64 --seq-len 8192 \
+             --micro-batch 1 --global-batch 64 --recompute full --precision {precision} \
+             --format json {zero}"
+        )))
+        .unwrap();
         (
             v["memory_breakdown"]["weights_bytes"].as_f64().unwrap(),
             v["time_breakdown"]["optimizer_s"].as_f64().unwrap(),
         )
     };
     // ZeRO-3: the BF16 shard is 2 B per shard parameter; FP8 adds 2 B on the same shard.
-    let (w16, t16) = run("bf16", &["--fsdp"]);
-    let (w8, t8) = run("fp8", &["--fsdp"]);
+    let (w16, t16) = run("bf16", "--fsdp");
+    let (w8, t8) = run("fp8", "--fsdp");
     assert_eq!(w8, 2.0 * w16);
     let shard_params = w16 / 2.0;
     let refresh = shard_params * 4.0 / (8000e9 * 0.7);
@@ -164,11 +123,27 @@ fn fp8_weight_copies_follow_zero3_shards() {
         t8 - t16
     );
     // ZeRO-1: weights unsharded (2 B per parameter), the copies on all of them.
-    let (w16, _) = run("bf16", &["--zero", "1"]);
-    let (w8, _) = run("fp8", &["--zero", "1"]);
+    let (w16, _) = run("bf16", "--zero 1");
+    let (w8, _) = run("fp8", "--zero 1");
     assert_eq!(w8, 2.0 * w16);
     assert!(
         w16 > 60.0 * shard_params * 2.0,
         "ZeRO-1 holds every parameter"
     );
+}
+
+/// `astrolabe` run with `args` (a command line split on spaces): its stdout. Exit 3 (computed,
+/// does not fit: ZeRO-1 Llama 3 70B on one GB200) still prints the estimate.
+fn cli(args: &str) -> String {
+    let out = assert_cmd::Command::cargo_bin("astrolabe")
+        .unwrap()
+        .args(args.split_whitespace())
+        .output()
+        .unwrap();
+    assert!(
+        matches!(out.status.code(), Some(0 | 3)),
+        "{args}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
 }
