@@ -3,7 +3,9 @@
 //! Qwen3's QK-norm. Qwen3-30B-A3B, one H100 rank (TP 1), micro-batch 1, s = 4096:
 //! tokens T = 4096, h = 2048, vocabulary V = 151936, 32 query and 4 key heads of 128.
 
-use assert_cmd::Command;
+mod common;
+
+use serde_json::Value;
 
 const BW: f64 = 3350e9 * 0.7;
 const KERNEL: f64 = 4e-6;
@@ -12,36 +14,14 @@ const H: f64 = 2048.0;
 const V: f64 = 151936.0;
 
 fn explain(model: &str, extra: &[&str]) -> String {
-    let out = Command::cargo_bin("astrolabe")
-        .unwrap()
-        .args([
-            "estimate",
-            "--model",
-            model,
-            "--system",
-            "dgx-h100",
-            "--gpus",
-            "8",
-            "--ep",
-            "8",
-            "--seq-len",
-            "4096",
-            "--micro-batch",
-            "1",
-            "--global-batch",
-            "8",
-            "--explain",
-        ])
-        .args(extra)
-        .output()
-        .unwrap();
-    // Exit 3: computed, but 83 GiB do not fit an 80 GB H100 (the times are still printed).
-    assert!(
-        matches!(out.status.code(), Some(0 | 3)),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
+    // Exit 3 is fine: 83 GiB do not fit an 80 GB H100, the times are still printed.
+    let mut a = "estimate --model MODEL --system dgx-h100 --gpus 8 --ep 8 --seq-len 4096 \
+                 --micro-batch 1 --global-batch 8 --explain"
+        .split_whitespace()
+        .map(|w| if w == "MODEL" { model } else { w })
+        .collect::<Vec<_>>();
+    a.extend(extra);
+    common::computed(&a)
 }
 
 /// The time after `key` on the first line containing `line`, in seconds ("423.2 us").
@@ -112,34 +92,13 @@ fn qk_norm_by_hand() {
 #[test]
 fn cross_entropy_collective_bytes_by_hand() {
     let sp_bytes = |kind: &str| {
-        let out = Command::cargo_bin("astrolabe")
-            .unwrap()
-            .args([
-                "estimate",
-                "--model",
-                "llama3-8b",
-                "--system",
-                "dgx-h100",
-                "--gpus",
-                "8",
-                "--tp",
-                "8",
-                "--seq-len",
-                "8192",
-                "--micro-batch",
-                "16",
-                "--global-batch",
-                "16",
-                "--recompute",
-                "full",
-                "--cross-entropy",
-                kind,
-                "--format",
-                "json",
-            ])
-            .output()
-            .unwrap();
-        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let args = format!(
+            "estimate --model llama3-8b --system dgx-h100 --gpus 8 --tp 8 --seq-len 8192 \
+             --micro-batch 16 --global-batch 16 --recompute full --cross-entropy {kind} \
+             --format json"
+        );
+        let a: Vec<&str> = args.split_whitespace().collect();
+        let v: Value = serde_json::from_str(&common::computed(&a)).unwrap();
         assert_eq!(v["plan"]["cross_entropy"], kind);
         let sp = &v["time_breakdown"]["communication"]["sp"];
         (
@@ -167,33 +126,21 @@ fn cross_entropy_collective_bytes_by_hand() {
 #[test]
 fn sweep_takes_the_loss_kernels() {
     let top = |kind: &str| {
-        let out = Command::cargo_bin("astrolabe")
-            .unwrap()
-            .args([
-                "sweep",
-                "--model",
-                "llama3-8b",
-                "--system",
-                "dgx-h100",
-                "--gpus",
-                "8",
-                "--global-batch",
-                "64",
-                "--top",
-                "3",
-                "--cross-entropy",
-                kind,
-                "--format",
-                "json",
-            ])
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let v = common::json(&[
+            "sweep",
+            "--model",
+            "llama3-8b",
+            "--system",
+            "dgx-h100",
+            "--gpus",
+            "8",
+            "--global-batch",
+            "64",
+            "--top",
+            "3",
+            "--cross-entropy",
+            kind,
+        ]);
         v["top"].as_array().unwrap().clone()
     };
     let (te, unfused) = (top("te"), top("unfused"));
@@ -207,7 +154,7 @@ fn sweep_takes_the_loss_kernels() {
             .all(|r| r["plan"]["cross_entropy"] == "unfused")
     );
     // The fused loss moves 30 B less per logit: the best plan is faster.
-    let t = |r: &serde_json::Value| r["iteration_time_s"].as_f64().unwrap();
+    let t = |r: &Value| r["iteration_time_s"].as_f64().unwrap();
     assert!(
         t(&te[0]) < t(&unfused[0]),
         "{} vs {}",

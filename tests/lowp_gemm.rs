@@ -4,6 +4,8 @@
 //! per-layer times from `Device::gemm_time_at` at `Device::gemm_peak`, the way the
 //! estimator times the linear layers.
 
+mod common;
+
 use astrolabe::catalog;
 use astrolabe::compute::Precision;
 
@@ -132,18 +134,8 @@ fn fp8_weight_copies_follow_zero3_shards() {
     );
 }
 
-/// `astrolabe` run with `args` (a command line split on spaces): its stdout. Exit 3 (computed,
-/// does not fit: ZeRO-1 Llama 3 70B on one GB200) still prints the estimate.
+/// `astrolabe` run with `args` (a command line split on spaces): its stdout
+/// ([`common::computed`]: ZeRO-1 Llama 3 70B does not fit one GB200, exit 3).
 fn cli(args: &str) -> String {
-    let out = assert_cmd::Command::cargo_bin("astrolabe")
-        .unwrap()
-        .args(args.split_whitespace())
-        .output()
-        .unwrap();
-    assert!(
-        matches!(out.status.code(), Some(0 | 3)),
-        "{args}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
+    common::computed(&args.split_whitespace().collect::<Vec<_>>())
 }

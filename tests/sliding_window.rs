@@ -25,23 +25,17 @@ mod common;
 use astrolabe::catalog;
 use astrolabe::model::Transformer;
 use astrolabe::model::attention::causal_window_pairs;
-use common::{bin, json, micros, tmp};
+use common::{json, micros, tmp};
 
 fn transformer(name: &str) -> Transformer {
     let m = catalog::model(name).unwrap_or_else(|e| panic!("{name}: {e}"));
     *m.transformer().expect("a transformer")
 }
 
-/// Standard output of `astrolabe args`, which must exit 0, or 3 when the plan does not fit
-/// in memory (it is printed all the same; one DGX H100 cannot hold gpt-oss-120b's states).
+/// Standard output of `astrolabe args` ([`common::computed`]: exit 0, or 3 when the plan does
+/// not fit; one DGX H100 cannot hold gpt-oss-120b's states).
 fn run(args: &[&str]) -> String {
-    let out = bin().args(args).output().unwrap();
-    assert!(
-        matches!(out.status.code(), Some(0 | 3)),
-        "{args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
+    common::computed(args)
 }
 
 /// One sequence of 4096 tokens of `model` on one DGX H100, TP 8, micro-batch 1, BF16, fused

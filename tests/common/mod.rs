@@ -110,6 +110,19 @@ pub fn text(args: &[&str]) -> String {
     String::from_utf8(out.stdout).unwrap()
 }
 
+/// Runs and returns standard output when the estimate was computed: exit 0, or 3 (the plan
+/// does not fit in memory; its times are still printed).
+#[track_caller]
+pub fn computed(args: &[&str]) -> String {
+    let out = bin().args(args).output().unwrap();
+    assert!(
+        matches!(out.status.code(), Some(0 | 3)),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
 /// GPT-3 175B on 1024 A100s, TP 8, PP 16, global batch 1536 (Narayanan et al. SC'21).
 pub const GPT3: [&str; 13] = [
     "estimate",

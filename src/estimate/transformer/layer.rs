@@ -520,9 +520,9 @@ pub(super) fn layer<T: Trace>(c: &Ctx, tr: &mut T) -> Result<(Block, TpWindows)>
     // head's d_qk, in `SelfAttention.get_query_key_value_tensors`): one kernel on the
     // queries and one on the keys, as LayerNorm read + write 2 B/elem forward, and read
     // the input and the gradient, write the gradient (6 B/elem) backward.
+    // Without MLA the rotary width is the queries' and keys' whole width.
     let qkn = if m.qk_norm && attn_on && m.attn.mla.is_none() {
-        let t = c.plan.tp as f64;
-        c.tokens * (m.attn.heads / t + (m.attn.kv_heads / t).max(1.0)) * m.attn.qk_d
+        c.tokens * m.attn.rope_width(c.plan.tp as f64)
     } else {
         0.0
     };
