@@ -242,6 +242,12 @@ pub struct DeviceSpec {
     pub vector: FlopRate,
     /// Streaming multiprocessors / compute units (wave quantisation of GEMM tiles).
     pub compute_units: u32,
+    /// The tensor cores take per-tensor-scaled FP8 operands in every layout, so FP8 keeps
+    /// one copy of a quantized tensor instead of a row-wise one and a transpose (Transformer
+    /// Engine, `is_non_tn_fp8_gemm_supported`: compute capability 10.x, 11.x and ≥ 13.0,
+    /// i.e. Blackwell; Hopper takes only the TN layout). Default false.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub fp8_any_layout: bool,
     /// Dense matrix peaks per precision.
     pub matrix: MatrixPeaks,
     /// Sustained efficiencies.

@@ -14,7 +14,10 @@
 //!   needs ZeRO-3).
 //! - `activations`: activations kept for backward go to host memory as forward produces
 //!   them and come back one layer ahead of backward (Megatron-core `--cpu-offloading`
-//!   activations; ZeRO-Infinity activation-checkpoint offload).
+//!   activations; ZeRO-Infinity activation-checkpoint offload); `activations=N` offloads
+//!   N layers of a stage's and keeps the rest in HBM (Megatron-core
+//!   `cpu_offloading_num_layers`; Transformer Engine's `get_cpu_offload_context`
+//!   documents the activation memory as `(layers − offloaded layers) · T`).
 //!
 //! Aliases: `zero-offload` = `optimizer,gradients` (Ren et al., USENIX ATC'21);
 //! `zero-infinity[:nvme|:host]` = `optimizer,gradients,params` on NVMe by default
@@ -70,6 +73,9 @@ pub struct Offload {
     pub params: Place,
     /// Activations kept for backward (host only).
     pub activations: Place,
+    /// Layers per stage whose activations go (`activations=N`); 0: every layer but the
+    /// two in flight.
+    pub activation_layers: u16,
 }
 
 /// The item names, for errors.
@@ -93,6 +99,7 @@ impl Offload {
         gradients: Place::Hbm,
         params: Place::Hbm,
         activations: Place::Hbm,
+        activation_layers: 0,
     };
 
     /// Whether anything is offloaded.
@@ -111,6 +118,10 @@ impl Offload {
         let mut o = Offload::NONE;
         for item in s.split([',', '+']).map(str::trim).filter(|i| !i.is_empty()) {
             let norm = item.to_ascii_lowercase().replace('_', "-");
+            let (norm, count) = match norm.split_once('=') {
+                Some((n, c)) => (n.trim().to_string(), Some(c.trim().to_string())),
+                None => (norm, None),
+            };
             let (name, tier) = match norm.split_once(':') {
                 Some((n, t)) => (n.to_string(), Some(t.to_string())),
                 None => (norm.clone(), None),
@@ -129,6 +140,16 @@ impl Offload {
                     )),
                 }
             };
+            let is_acts = matches!(
+                name.as_str(),
+                "activations" | "cpu-offloading" | "activation-offloading"
+            );
+            if count.is_some() && !is_acts {
+                return Err(Error::input(
+                    what,
+                    format!("'{item}': only activations take a layer count (activations=N)"),
+                ));
+            }
             match name.as_str() {
                 "none" => place(Place::Hbm, false).map(|_| ())?,
                 "optimizer" | "optimizer-cpu-offload" => {
@@ -137,7 +158,15 @@ impl Offload {
                 "gradients" | "grads" => o.gradients = place(Place::Host, false)?,
                 "params" | "parameters" | "weights" => o.params = place(Place::Host, true)?,
                 "activations" | "cpu-offloading" | "activation-offloading" => {
-                    o.activations = place(Place::Host, false)?
+                    o.activations = place(Place::Host, false)?;
+                    if let Some(c) = &count {
+                        o.activation_layers = c.parse().ok().filter(|&n| n > 0).ok_or_else(|| {
+                            Error::input(
+                                what,
+                                format!("'{item}': expected a whole number of layers ≥ 1 after '=', got '{c}'"),
+                            )
+                        })?;
+                    }
                 }
                 "zero-offload" => {
                     o.optimizer = place(Place::Host, false)?;
@@ -171,7 +200,10 @@ impl Offload {
         push("optimizer", self.optimizer);
         push("gradients", self.gradients);
         push("params", self.params);
-        push("activations", self.activations);
+        match self.activation_layers {
+            0 => push("activations", self.activations),
+            n => out.push(format!("activations={n}")),
+        }
         if out.is_empty() {
             return "none".into();
         }
@@ -238,6 +270,8 @@ mod tests {
         is("optimizer-cpu-offload", "optimizer");
         is("cpu-offloading", "activations");
         is("optimizer+activations", "optimizer,activations");
+        is("activations=40", "activations=40");
+        is("cpu_offloading = 20, optimizer", "optimizer,activations=20");
         is("Optimizer:NVME, params", "optimizer:nvme,params");
         is("none", "none");
         is("", "none");
@@ -260,6 +294,14 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("only with the optimizer"), "{e}");
+        for bad in ["activations=0", "activations=x", "activations=-3"] {
+            let e = Offload::parse(bad, "--offload").unwrap_err().to_string();
+            assert!(e.contains("whole number of layers"), "{e}");
+        }
+        let e = Offload::parse("activations=5,optimizer=3", "--offload")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("only activations take a layer count"), "{e}");
         let e = Offload::parse("optimizer-cpu-offload:nvme", "x")
             .unwrap_err()
             .to_string();

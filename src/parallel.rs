@@ -66,6 +66,12 @@ pub struct PlanSpec {
     pub account_for_loss: bool,
     /// FP8 scaling recipe (for `precision = "fp8"`).
     pub fp8_recipe: Fp8Recipe,
+    /// Low-precision parameters: with an 8- or 4-bit precision the model keeps its
+    /// weights only in that format (no 16-bit copy; the fp32 master lives with the
+    /// optimizer) and gathers them in it (Megatron-core `fp8_param_gather` /
+    /// `fp4_param_gather`, set by Megatron-Bridge's FP8, MXFP8 and NVFP4 recipes).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub fp8_params: bool,
     /// LoRA adapter rank (0: full training or SFT; > 0: frozen base weights).
     pub lora_rank: u32,
     /// Which linear layers get LoRA adapters.
@@ -168,6 +174,7 @@ impl Default for PlanSpec {
             account_for_embedding: false,
             account_for_loss: false,
             fp8_recipe: Fp8Recipe::Delayed,
+            fp8_params: false,
             lora_rank: 0,
             lora_targets: LoraTargets::All,
             hsdp: None,
@@ -253,6 +260,8 @@ pub struct Plan {
     pub stages: Stages,
     /// FP8 scaling recipe.
     pub fp8_recipe: Fp8Recipe,
+    /// Weights kept only in the low-precision format (`PlanSpec::fp8_params`; false in 16-bit).
+    pub fp8_params: bool,
     /// LoRA rank (0 = every weight trains).
     pub lora_rank: u32,
     /// LoRA target layers.
@@ -501,6 +510,15 @@ impl Plan {
                 ),
             ));
         }
+        if s.fp8_params && !s.precision.is_low() {
+            return Err(bad(
+                "fp8_params",
+                format!(
+                    "needs an 8- or 4-bit precision (fp8, mxfp8, nvfp4), got {}",
+                    s.precision.name()
+                ),
+            ));
+        }
         if s.zero > 3 {
             return Err(bad(
                 "zero",
@@ -558,6 +576,7 @@ impl Plan {
                 .min(s.seq_len.unwrap_or(model_seq)),
             stages: Stages::new(layers, s.pp, &split)?,
             fp8_recipe: s.fp8_recipe,
+            fp8_params: s.fp8_params,
             lora_rank: s.lora_rank,
             lora_targets: s.lora_targets,
             hsdp: s.hsdp.unwrap_or(0),

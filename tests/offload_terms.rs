@@ -133,6 +133,32 @@ fn hbm_freed_by_each_item() {
 }
 
 #[test]
+fn some_layers_of_activations_offloaded() {
+    // `activations=4` of 10 layers (Megatron-core cpu_offloading_num_layers = 4): 0.4 GB per
+    // micro-batch each way, 0.04 s at 10 GB/s in 4 transfers; 4 micro-batches: 1.6 GB down.
+    // Forward: 0.04 s beside 1 s in 10 layer windows, the first layer's copy exposed:
+    // chunked(0.04, 1, 10) = 0.004 s per micro-batch; backward up 0.04 s beside 2 s:
+    // 0.004 s. HBM keeps (10 − 4)/10 of the 4 GB in flight, 2.4 GB; the host holds 1.6 GB.
+    let c = run("activations=4", &inputs());
+    assert_relative_eq!(c.activations.bytes, 1.6e9, max_relative = R);
+    assert_relative_eq!(c.activations.time.get(), 0.16, max_relative = R);
+    assert_relative_eq!(c.exposed_fwd.get(), 4.0 * 0.004, max_relative = R);
+    assert_relative_eq!(c.exposed_bwd.get(), 4.0 * 0.004, max_relative = R);
+    assert_relative_eq!(c.host_bytes, 1.6e9, max_relative = R);
+    let x = inputs();
+    let o = Offload::parse("activations=4", "t").unwrap();
+    let (_, a) = cost::hbm(&o, &x, [2e9, 2e9, 12e9], 4e9);
+    assert_relative_eq!(a, 2.4e9, max_relative = R);
+    // Megatron-core offloads fewer layers than it runs: 10 of 10 is refused.
+    let e = cost::evaluate(Offload::parse("activations=10", "t").unwrap(), &tiers(), &x);
+    let msg = e.unwrap_err().to_string();
+    assert!(
+        msg.contains("activations=10") && msg.contains("10 layers"),
+        "{msg}"
+    );
+}
+
+#[test]
 fn missing_tier_or_cpu_rate_is_an_input_error() {
     let none = Tiers::default();
     let e = cost::evaluate(Offload::parse("optimizer", "t").unwrap(), &none, &inputs());

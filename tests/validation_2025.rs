@@ -128,6 +128,15 @@ fn command(r: &Run) -> Result<Vec<String>, String> {
     }
     if r.notes.contains("FSDP=") {
         a.push("--fsdp".into());
+        if let Some(n) = fsdp_offload_layers(r) {
+            flag_offload(&mut a, n);
+        }
+    }
+    // Megatron-Bridge's mixed-precision recipes (training/mixed_precision.py:
+    // bf16_with_fp8_current_scaling_mixed, bf16_with_mxfp8_mixed, bf16_with_nvfp4_mixed) set
+    // fp8_param_gather / fp4_param_gather: the weights live only in the low-precision format.
+    if precision != "bf16" {
+        a.push("--fp8-params".into());
     }
     a.extend(["--flash-attention", "--tp-overlap"].map(String::from));
     // The performance scripts' common settings since August 2025 (568b3a3ef,
@@ -138,6 +147,23 @@ fn command(r: &Run) -> Result<Vec<String>, String> {
         a.push("--sequence-parallel".into());
     }
     Ok(a)
+}
+
+fn flag_offload(a: &mut Vec<String>, layers: u32) {
+    a.push("--offload".into());
+    a.push(format!("activations={layers}"));
+}
+
+/// Layers whose activations Megatron-Bridge's Llama 3 70B FSDP recipes offload to the Grace
+/// CPU (`cpu_offloading_num_layers`; scripts/performance/configs/llama/
+/// llama3_workload_base_configs.py at b9819cec5, February 2026, and
+/// perf_recipes/llama/{gb200,gb300}/llama3.py at 067f987df0): GB300 FP8 20, GB200 FP8 40.
+fn fsdp_offload_layers(r: &Run) -> Option<u32> {
+    match (r.gpu.as_str(), base(r), r.precision.as_deref()) {
+        ("GB300", "LLAMA3_70B", Some("FP8" | "FP8-CS")) => Some(20),
+        ("GB200", "LLAMA3_70B", Some("FP8" | "FP8-CS")) => Some(40),
+        _ => None,
+    }
 }
 
 /// What Megatron-Bridge's Qwen3 performance recipes set and the table omits: (EP

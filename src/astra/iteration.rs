@@ -214,6 +214,16 @@ pub fn offload_tier(
 ) -> Result<Option<crate::offload::Tier>> {
     use crate::offload::TierKind;
     let o = &plan.offload;
+    if o.activation_layers > 0 {
+        return Err(Error::input(
+            "offload",
+            format!(
+                "export astra: activations={} (some layers offloaded) is not exported: the \
+                 traces store every layer's activations; write 'activations' to offload all",
+                o.activation_layers
+            ),
+        ));
+    }
     let mut kinds: Vec<TierKind> = Vec::new();
     for k in [
         o.params.tier(),

@@ -59,6 +59,9 @@ pub struct PlanFlags {
     /// FP8 scaling recipe: delayed, current, block.
     #[arg(long)]
     pub fp8_recipe: Option<String>,
+    /// Keep the weights only in the 8- or 4-bit format, with an fp32 master in the optimizer, and all-gather them in it (Megatron-core --fp8-param-gather; Megatron-Bridge's FP8, MXFP8 and NVFP4 recipes). Needs --precision fp8, mxfp8 or nvfp4.
+    #[arg(long)]
+    pub fp8_params: bool,
     /// LoRA fine-tuning with adapters of this rank (frozen base weights).
     #[arg(long)]
     pub lora_rank: Option<u32>,
@@ -182,6 +185,7 @@ impl PlanFlags {
         }
         p.account_for_embedding |= self.account_for_embedding;
         p.account_for_loss |= self.account_for_loss;
+        p.fp8_params |= self.fp8_params;
         if let Some(s) = &self.cp_kind {
             p.cp_kind = parse_enum("--cp-kind", s, &["ring", "a2a"])?;
         }
@@ -347,6 +351,7 @@ impl PlanFlags {
         for (k, on) in [
             ("account_for_embedding", self.account_for_embedding),
             ("account_for_loss", self.account_for_loss),
+            ("fp8_params", self.fp8_params),
         ] {
             if on {
                 t.insert(k.into(), Value::Boolean(true));

@@ -95,6 +95,9 @@ pub struct SweepArgs {
     /// Loss kernels in every plan: unfused or te (see `estimate --help`).
     #[arg(long, value_name = "KIND")]
     pub cross_entropy: Option<String>,
+    /// Weights only in the 8- or 4-bit format in every low-precision plan (see `estimate --help`).
+    #[arg(long)]
+    pub fp8_params: bool,
     /// Layer parts captured as CUDA graphs in every plan: none, full or scope names (see `estimate --help`).
     #[arg(long, value_name = "SCOPES")]
     pub cuda_graphs: Option<String>,
@@ -395,6 +398,7 @@ fn build_axes(a: &SweepArgs, f: &SweepFile, system: &crate::system::System) -> R
         ax.cross_entropy =
             crate::cli::plan_flags::parse_enum("--cross-entropy", s, &["unfused", "te"])?;
     }
+    ax.fp8_params = a.fp8_params || fa.fp8_params.unwrap_or(false);
     let graphs_from = [
         ("--cuda-graphs", &a.cuda_graphs),
         ("cuda_graphs", &fa.cuda_graphs),

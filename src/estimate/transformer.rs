@@ -187,6 +187,16 @@ struct Ctx<'a> {
 pub(crate) const TE_STREAMS: f64 = 4.0;
 
 impl Ctx<'_> {
+    /// Whether the device's FP8 GEMMs take every operand layout (no transposed copies).
+    fn any_layout(&self) -> bool {
+        self.dev.spec.fp8_any_layout
+    }
+    /// Bytes per parameter of the data-parallel parameter all-gathers
+    /// ([`lowp::gathered_param_bytes`]).
+    fn gathered_param_bytes(&self) -> f64 {
+        let p = self.plan;
+        lowp::gathered_param_bytes(p.precision, p.fp8_recipe, p.fp8_params, self.e)
+    }
     fn gemm(&self, m: f64, n: f64, k: f64, batch: f64) -> Seconds {
         self.dev
             .gemm_time_at(self.peak, self.speedup, m, n, k, batch)

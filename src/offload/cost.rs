@@ -176,8 +176,9 @@ pub fn evaluate(o: Offload, tiers: &Tiers, x: &Inputs) -> Result<Cost> {
     let (w, g, os) = x.bytes;
     let (l, m) = (x.layers.max(1.0), x.micro_batches.max(1.0));
     let fetch = Transfer::on(par, x.param_shard * w, l);
+    let f = activation_share(&o, x)?;
     let acts = if o.activations.off() {
-        Transfer::on(host, x.act_per_mb, l)
+        Transfer::on(host, x.act_per_mb * f, (l * f).max(1.0))
     } else {
         Transfer::default()
     };
@@ -219,8 +220,28 @@ pub fn evaluate(o: Offload, tiers: &Tiers, x: &Inputs) -> Result<Cost> {
     };
     put(o.optimizer, x.opt_params * (os + FP32_GRAD));
     put(o.params, x.param_shard * w);
-    put(o.activations, x.act_total);
+    put(o.activations, x.act_total * f);
     Ok(c)
+}
+
+/// The share of a stage's activations that leaves HBM: `N/L` for `activations=N` on a
+/// stage of `L` layers, else 1. Megatron-core offloads fewer layers than it runs
+/// (`TransformerConfig`: `cpu_offloading_num_layers < num_layers`), so `N ≥ L` is refused.
+pub fn activation_share(o: &Offload, x: &Inputs) -> Result<f64> {
+    let n = f64::from(o.activation_layers);
+    if n == 0.0 {
+        return Ok(1.0);
+    }
+    if n >= x.layers {
+        return Err(Error::input(
+            "offload",
+            format!(
+                "activations={}: a stage has {} layers; offload fewer (Megatron-core's cpu_offloading_num_layers < the layers), or write 'activations' for all but two",
+                o.activation_layers, x.layers
+            ),
+        ));
+    }
+    Ok(n / x.layers)
 }
 
 /// The step's transfers and the CPU step into `c`.
@@ -257,7 +278,9 @@ fn step(o: &Offload, t: (Option<&Tier>, Option<&Tier>, Option<&Tier>), x: &Input
 /// HBM model states `[w, g, o]` and activations with `o` applied: the optimizer states
 /// leave (`o → 0`), streamed gradients leave but for one reduce bucket
 /// (`g → min(g, 5·10⁸·g_B)`), the parameter shard leaves (`w − P_shard·w_B`), offloaded
-/// activations keep two layers of one micro-batch (the one computing, the one in flight).
+/// activations keep two layers of one micro-batch (the one computing, the one in flight);
+/// with `activations=N` of `L` layers, `(L − N)/L` of them stay (Transformer Engine's
+/// `get_cpu_offload_context`: activation memory `(layers − offloaded layers) · T`).
 pub fn hbm(o: &Offload, x: &Inputs, states: [f64; 3], acts: f64) -> ([f64; 3], f64) {
     let [mut w, mut g, mut os] = states;
     if o.optimizer.off() {
@@ -269,10 +292,10 @@ pub fn hbm(o: &Offload, x: &Inputs, states: [f64; 3], acts: f64) -> ([f64; 3], f
     if o.params.off() {
         w = (w - x.param_shard * x.bytes.0).max(0.0);
     }
-    let acts = if o.activations.off() {
-        acts.min(2.0 * x.act_per_mb / x.layers.max(1.0))
-    } else {
-        acts
+    let acts = match (o.activations.off(), o.activation_layers) {
+        (false, _) => acts,
+        (true, 0) => acts.min(2.0 * x.act_per_mb / x.layers.max(1.0)),
+        (true, n) => acts * (1.0 - (f64::from(n) / x.layers.max(1.0)).min(1.0)),
     };
     ([w, g, os], acts)
 }

@@ -100,6 +100,8 @@ pub struct PlanValue {
     pub account_for_embedding: bool,
     /// The output head and loss counted as a layer of the pipeline split.
     pub account_for_loss: bool,
+    /// Weights kept only in the low-precision format (`--fp8-params`).
+    pub fp8_params: bool,
     /// Offload plan: "none", or the items offloaded with their tier, e.g.
     /// "optimizer,gradients" or "optimizer:nvme,gradients,params:nvme" (docs/offload.md).
     pub offload: String,
@@ -192,6 +194,7 @@ impl From<&Plan> for PlanValue {
             cuda_graphs: p.cuda_graphs.to_string(),
             account_for_embedding: p.account_for_embedding,
             account_for_loss: p.account_for_loss,
+            fp8_params: p.fp8_params,
             offload: p.offload.name(),
         }
     }

@@ -111,6 +111,8 @@ pub struct AxesFile {
     pub grouped_gemm: Option<String>,
     /// Loss kernels in every plan: "unfused" or "te" (a setting).
     pub cross_entropy: Option<String>,
+    /// Weights only in the 8- or 4-bit format in every low-precision plan (a setting).
+    pub fp8_params: Option<bool>,
     /// CUDA-graph-captured parts in every plan: "none", "full" or scope names (a setting).
     pub cuda_graphs: Option<String>,
     /// Submodules recomputed in every plan without full recomputation: "none" or a comma

@@ -86,6 +86,9 @@ pub struct Axes {
     pub grouped_gemm: crate::parallel::GroupedGemm,
     /// Loss kernels in every plan (a setting).
     pub cross_entropy: crate::parallel::CrossEntropy,
+    /// Low-precision parameters in every 8- or 4-bit plan (a setting; 16-bit plans keep
+    /// 16-bit weights).
+    pub fp8_params: bool,
     /// CUDA-graph-captured parts in every plan (a setting).
     pub cuda_graphs: crate::parallel::CudaGraphs,
     /// Submodules recomputed in every plan without full recomputation (a setting).
@@ -139,6 +142,7 @@ impl Axes {
             ep_dispatch: crate::parallel::EpDispatch::Alltoall,
             grouped_gemm: crate::parallel::GroupedGemm::Streams,
             cross_entropy: crate::parallel::CrossEntropy::Unfused,
+            fp8_params: false,
             cuda_graphs: crate::parallel::CudaGraphs::NONE,
             recompute_modules: crate::parallel::RecomputeModules::NONE,
             memory_reserve: None,
@@ -376,6 +380,7 @@ impl Grid {
                                     ep_dispatch: axes.ep_dispatch,
                                     grouped_gemm: axes.grouped_gemm,
                                     cross_entropy: axes.cross_entropy,
+                                    fp8_params: axes.fp8_params && precision.is_low(),
                                     cuda_graphs: axes.cuda_graphs,
                                     recompute_modules: axes.recompute_modules,
                                     memory_reserve: axes.memory_reserve,

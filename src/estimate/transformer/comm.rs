@@ -214,7 +214,7 @@ pub(super) fn dp_comm<T: Trace>(
     };
     let (reduce, r_busy) = both(reduce_op, g)?;
     let (gather, g_busy) = if plan.zero > 0 {
-        both(C::AllGather, c.e)?
+        both(C::AllGather, c.gathered_param_bytes())?
     } else {
         (Seconds::ZERO, [0.0; crate::collective::MAX_DIMS])
     };
@@ -370,9 +370,10 @@ pub(super) fn zero3<T: Trace>(
             Seconds::ZERO
         }
     };
-    let (ag_nccl, ag_b) = bucketed(C::AllGather, pl * c.e, k, dp, c)?;
+    let we = c.gathered_param_bytes();
+    let (ag_nccl, ag_b) = bucketed(C::AllGather, pl * we, k, dp, c)?;
     let (rs_nccl, rs_b) = bucketed(C::ReduceScatter, pl * g, k, dp, c)?;
-    let (ag, rs) = (ag_nccl.max(floor(pl * c.e)), rs_nccl.max(floor(pl * g)));
+    let (ag, rs) = (ag_nccl.max(floor(pl * we)), rs_nccl.max(floor(pl * g)));
     let ends = bucketed(C::AllGather, outside * c.e, k_out, dp, c)?
         .0
         .max(floor(outside * c.e))

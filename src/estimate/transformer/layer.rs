@@ -181,7 +181,7 @@ pub(super) fn linears<T: Trace>(c: &Ctx, tr: &mut T) -> Linears {
         });
     }
     let cast = |el: f64| {
-        let (bytes, kernels) = lowp::cast(c.plan.precision, c.plan.fp8_recipe, el);
+        let (bytes, kernels) = lowp::cast(c.plan.precision, c.plan.fp8_recipe, c.any_layout(), el);
         if bytes > 0.0 {
             c.mem(bytes, kernels * 4.0)
         } else {

@@ -111,10 +111,13 @@ pub(super) fn optimizer_time(c: &Ctx, trainable: f64, params: f64) -> Seconds {
         trainable
     };
     // Low-precision weight copies are refreshed once per iteration (Transformer Engine
-    // caches them across micro-batches): read 2 B, write the copies.
-    let recast = lowp::weight_copy_bytes(c.plan.precision, c.plan.fp8_recipe);
+    // caches them across micro-batches): read 2 B, write the copies. With low-precision
+    // parameters there is no 16-bit weight to read: the copies are written from the
+    // gathered data.
+    let recast = lowp::weight_copy_bytes(c.plan.precision, c.plan.fp8_recipe, c.any_layout());
     let recast = if recast > 0.0 {
-        weight_copies(c, params) * (2.0 + recast)
+        let read = if c.plan.fp8_params { 0.0 } else { 2.0 };
+        weight_copies(c, params) * (read + recast)
     } else {
         0.0
     };
@@ -146,9 +149,15 @@ pub(super) fn stage_memory(c: &Ctx, params: f64, trainable: f64, plan: &Plan) ->
     states[0] += (params - trainable) * 2.0;
     // Low-precision weight copies: of every parameter, or under ZeRO-3 of the device's
     // shard. Megatron-FSDP keeps its FP8 parameters sharded and gathers them in FP8
-    // (`fp8_param_gather`); a gathered layer lives in the prefetch buffers.
-    states[0] +=
-        weight_copies(c, params) * lowp::weight_copy_bytes(plan.precision, plan.fp8_recipe);
+    // (`fp8_param_gather`); a gathered layer lives in the prefetch buffers. With
+    // low-precision parameters the copies are the weights: the 16-bit ones go
+    // (`w` B per parameter of the same count).
+    let copies = weight_copies(c, params);
+    states[0] += copies * lowp::weight_copy_bytes(plan.precision, plan.fp8_recipe, c.any_layout());
+    if plan.fp8_params {
+        let w = plan.optimizer.bytes_per_param().0;
+        states[0] = (states[0] - copies * w).max(0.0);
+    }
     let per_layer = memory::layer_activation_bytes(c.m, plan, c.m.bias) / plan.cp as f64;
     let acts = per_layer * memory::peak_stage(plan).2;
     let logits = if plan.pp == 1 {

@@ -1,0 +1,136 @@
+//! Low-precision weights by hand: the quantized copies a device holds per parameter (with
+//! and without a transposed copy), the 16-bit weights that `--fp8-params` removes, and the
+//! distributed optimizer's parameter all-gather in the low-precision format.
+//!
+//! - Transformer Engine keeps a row-wise and a column-wise copy of each quantized weight:
+//!   per-tensor FP8 on Hopper 1 + 1 B (the transpose: Hopper's FP8 GEMMs take only TN);
+//!   on Blackwell 1 B (`is_non_tn_fp8_gemm_supported`, compute capability 10.x); MXFP8
+//!   2·(1 + 1/32) B; NVFP4 2·(0.5 + 1/16) B.
+//! - Megatron-core `fp8_param_gather` (Megatron-Bridge's FP8, MXFP8 and NVFP4 recipes):
+//!   those copies are the weights; the 2 B of 16-bit weight per parameter go. The
+//!   parameter all-gather of the distributed optimizer moves 1 B per parameter for
+//!   per-tensor FP8, `0.5 + 1/16` for NVFP4, and 2 B for MXFP8 (gathered into the 16-bit
+//!   gradient buffer, then quantized: `reuse_grad_buf_for_mxfp8_param_ag`).
+//!
+//! Each assertion fails if its term changes by 5%.
+
+mod terms_support;
+
+use astrolabe::catalog;
+use astrolabe::compute::{Fp8Recipe, Precision};
+use astrolabe::estimate::{CommClass, Estimate};
+use astrolabe::network::Topology;
+use astrolabe::parallel::PlanSpec;
+use astrolabe::system::System;
+use terms_support::{H, L, S, V, close, layer_params, model, ring_half, run};
+
+/// Every parameter of the term-test model (`terms_support::MODEL`).
+fn params() -> f64 {
+    L * layer_params() + V * H + S * H + 2.0 * H
+}
+
+/// A preset's device on a 4-port switch (100 GB/s, 1 µs).
+fn system(preset: &str) -> System {
+    let mut s = catalog::system(preset).unwrap();
+    s.topology = Topology::parse("switch(4, 100GB/s, 1us)").unwrap();
+    s
+}
+
+/// DP 4, ZeRO-1, one collective per reduction (no bucketing), m = 2.
+fn dp4(preset: &str, precision: Precision, recipe: Fp8Recipe, fp8_params: bool) -> Estimate {
+    run(
+        &model(),
+        &system(preset),
+        PlanSpec {
+            gpus: Some(4),
+            zero: 1,
+            dp_overlap: false,
+            micro_batch: 1,
+            global_batch: Some(8),
+            flash_attention: true,
+            precision,
+            fp8_recipe: recipe,
+            fp8_params,
+            ..PlanSpec::default()
+        },
+    )
+}
+
+/// Weight bytes per parameter of a plan.
+fn weight_bytes_per_param(e: &Estimate) -> f64 {
+    e.memory.weights.get() / params()
+}
+
+#[test]
+fn quantized_copies_and_16_bit_weights_per_parameter() {
+    use Fp8Recipe::{Current, Delayed};
+    use Precision::{Bf16, Fp8, Mxfp8, Nvfp4};
+    let cases = [
+        // (system, precision, recipe, fp8 params, bytes per parameter)
+        ("dgx-h100", Bf16, Delayed, false, 2.0),
+        // Hopper FP8: 2 B of 16-bit weight + 1 B row-wise + 1 B transpose.
+        ("dgx-h100", Fp8, Current, false, 4.0),
+        ("dgx-h100", Fp8, Current, true, 2.0),
+        // Blackwell FP8: no transpose.
+        ("dgx-b200", Fp8, Current, false, 3.0),
+        ("dgx-b200", Fp8, Delayed, true, 1.0),
+        // MXFP8 keeps both orientations on any device: 2·(1 + 1/32) = 2.0625.
+        ("dgx-b200", Mxfp8, Delayed, false, 4.0625),
+        ("dgx-b200", Mxfp8, Delayed, true, 2.0625),
+        // NVFP4: 2·(0.5 + 1/16) = 1.125.
+        ("dgx-b200", Nvfp4, Delayed, false, 3.125),
+        ("dgx-b200", Nvfp4, Delayed, true, 1.125),
+    ];
+    for (sys, p, r, fp8_params, want) in cases {
+        let e = dp4(sys, p, r, fp8_params);
+        close(
+            weight_bytes_per_param(&e),
+            want,
+            1e-9,
+            &format!("{sys} {p:?} {r:?} fp8_params={fp8_params}"),
+        );
+    }
+}
+
+#[test]
+fn parameter_all_gather_in_the_weights_format() {
+    // ZeRO-1 without bucketing: one ring reduce-scatter of the bf16 gradient (2P B) and one
+    // ring all-gather of the parameters (w·P B): (p−1)·α + (p−1)/p · n/B each, p = 4.
+    let x = |n: f64| ring_half(n, 4.0, 1e-6, 100e9);
+    let p = params();
+    let dp = |e: &Estimate| {
+        let c = e.time.class(CommClass::Dp);
+        c.exposed.get() + c.hidden.get()
+    };
+    use Fp8Recipe::{Current, Delayed};
+    use Precision::{Fp8, Mxfp8, Nvfp4};
+    for (sys, prec, r, params_lowp, w) in [
+        ("dgx-h100", Fp8, Current, false, 2.0),
+        ("dgx-h100", Fp8, Current, true, 1.0),
+        ("dgx-b200", Fp8, Delayed, true, 1.0),
+        ("dgx-b200", Mxfp8, Delayed, true, 2.0),
+        ("dgx-b200", Nvfp4, Delayed, true, 0.5625),
+    ] {
+        let e = dp4(sys, prec, r, params_lowp);
+        close(
+            dp(&e),
+            x(2.0 * p) + x(w * p),
+            1e-9,
+            &format!("{sys} {prec:?} fp8_params={params_lowp}"),
+        );
+    }
+}
+
+#[test]
+fn fp8_params_need_a_low_precision() {
+    let sys = system("dgx-h100");
+    let spec = PlanSpec {
+        gpus: Some(4),
+        global_batch: Some(8),
+        precision: Precision::Bf16,
+        fp8_params: true,
+        ..PlanSpec::default()
+    };
+    let e = astrolabe::estimate::plan(&model(), &sys, &spec).unwrap_err();
+    assert!(e.to_string().contains("fp8_params"), "{e}");
+}
