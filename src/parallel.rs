@@ -519,6 +519,16 @@ impl Plan {
                 ),
             ));
         }
+        if s.fp8_params && s.zero == 0 {
+            // Megatron-LM arguments.py: "--fp8-param-gather only supported with distributed
+            // optimizer, torch fsdp2, megatron fsdp": the fp32 master lives in the sharded
+            // optimizer.
+            return Err(bad(
+                "fp8_params",
+                "needs the distributed optimizer or FSDP (zero ≥ 1), which keep the fp32 master weights"
+                    .into(),
+            ));
+        }
         if s.zero > 3 {
             return Err(bad(
                 "zero",

@@ -14,6 +14,7 @@
 //!
 //! Each assertion fails if its term changes by 5%.
 
+mod common;
 mod terms_support;
 
 use astrolabe::catalog;
@@ -132,5 +133,79 @@ fn fp8_params_need_a_low_precision() {
         ..PlanSpec::default()
     };
     let e = astrolabe::estimate::plan(&model(), &sys, &spec).unwrap_err();
-    assert!(e.to_string().contains("fp8_params"), "{e}");
+    assert!(e.to_string().contains("8- or 4-bit precision"), "{e}");
+    // Megatron-LM keeps the fp32 master in the distributed optimizer (or FSDP): ZeRO-0 is
+    // refused.
+    let spec = PlanSpec {
+        precision: Precision::Fp8,
+        zero: 0,
+        ..spec
+    };
+    let e = astrolabe::estimate::plan(&model(), &sys, &spec).unwrap_err();
+    assert!(e.to_string().contains("zero ≥ 1"), "{e}");
+}
+
+#[test]
+fn sweep_takes_low_precision_parameters() {
+    // `sweep --fp8-params` sets them in every FP8 plan with ZeRO ≥ 1 and leaves the ZeRO-0
+    // ones their 16-bit weights; the JSON rows say which.
+    let rows = |extra: &[&str]| {
+        let mut args = vec![
+            "sweep",
+            "--model",
+            "llama3-8b",
+            "--system",
+            "dgx-h100",
+            "--gpus",
+            "8",
+            "--global-batch",
+            "64",
+            "--precision",
+            "fp8",
+            "--zero",
+            "0,1",
+            "--top",
+            "40",
+        ];
+        args.extend_from_slice(extra);
+        common::json(&args)["top"].as_array().unwrap().clone()
+    };
+    let on = rows(&["--fp8-params"]);
+    let zero = |r: &serde_json::Value| r["plan"]["zero"].as_u64().unwrap();
+    let params = |r: &serde_json::Value| r["plan"]["fp8_params"].as_bool().unwrap();
+    assert!(on.iter().any(|r| zero(r) == 1) && on.iter().any(|r| zero(r) == 0));
+    assert!(on.iter().all(|r| params(r) == (zero(r) >= 1)), "{on:?}");
+    assert!(rows(&[]).iter().all(|r| !params(r)));
+}
+
+#[test]
+fn fsdp_prefetch_buffers_hold_gathered_weights_in_their_format() {
+    // Megatron-FSDP keeps two layers gathered (the one computing and the one prefetched)
+    // with their unsharded gradients, 2·P_l·(w + g): with FP8 parameters w = 1 B instead
+    // of 2, so the buffers shrink by 2·P_l·(2 − 1).
+    let run_fsdp = |fp8_params: bool| {
+        run(
+            &model(),
+            &system("dgx-h100"),
+            PlanSpec {
+                gpus: Some(4),
+                zero: 3,
+                zero3_impl: Some(astrolabe::parallel::Zero3Impl::Fsdp),
+                micro_batch: 1,
+                global_batch: Some(8),
+                flash_attention: true,
+                precision: Precision::Fp8,
+                fp8_recipe: Fp8Recipe::Current,
+                fp8_params,
+                ..PlanSpec::default()
+            },
+        )
+    };
+    let (off, on) = (run_fsdp(false), run_fsdp(true));
+    close(
+        off.memory.buffers.get() - on.memory.buffers.get(),
+        2.0 * layer_params(),
+        1e-9,
+        "FSDP prefetch: gathered FP8 weights",
+    );
 }

@@ -86,8 +86,8 @@ pub struct Axes {
     pub grouped_gemm: crate::parallel::GroupedGemm,
     /// Loss kernels in every plan (a setting).
     pub cross_entropy: crate::parallel::CrossEntropy,
-    /// Low-precision parameters in every 8- or 4-bit plan (a setting; 16-bit plans keep
-    /// 16-bit weights).
+    /// Low-precision parameters in every 8- or 4-bit plan with ZeRO ≥ 1 (a setting; 16-bit
+    /// and ZeRO-0 plans keep 16-bit weights).
     pub fp8_params: bool,
     /// CUDA-graph-captured parts in every plan (a setting).
     pub cuda_graphs: crate::parallel::CudaGraphs,
@@ -380,7 +380,6 @@ impl Grid {
                                     ep_dispatch: axes.ep_dispatch,
                                     grouped_gemm: axes.grouped_gemm,
                                     cross_entropy: axes.cross_entropy,
-                                    fp8_params: axes.fp8_params && precision.is_low(),
                                     cuda_graphs: axes.cuda_graphs,
                                     recompute_modules: axes.recompute_modules,
                                     memory_reserve: axes.memory_reserve,
@@ -475,6 +474,9 @@ impl Grid {
         };
         let mut p = s.plan;
         p.zero = a.zero[next(a.zero.len())];
+        // Low-precision parameters need an 8- or 4-bit precision and the distributed
+        // optimizer or FSDP (`Plan::new`).
+        p.fp8_params = a.fp8_params && p.precision.is_low() && p.zero >= 1;
         p.recompute = a.recompute[next(a.recompute.len())];
         if p.recompute == Recompute::Full {
             // Full recomputation already recomputes every module.

@@ -191,7 +191,9 @@ pub(super) fn stage_memory(c: &Ctx, params: f64, trainable: f64, plan: &Plan) ->
 /// Bytes of gathered ZeRO-3 weights and unsharded gradients resident besides the shards.
 /// FSDP: the weights of the layer being computed and of the one prefetched, and the
 /// gradients of the layer just computed and of the one being reduce-scattered (Zhao et al.
-/// VLDB'23 §3.3: prefetching keeps two layers' worth), `2·P_l·(e + g)`. DeepSpeed 2021: at
+/// VLDB'23 §3.3: prefetching keeps two layers' worth), `2·P_l·(w + g)` with `w` the bytes
+/// a gathered weight takes (`e`, or the low-precision format with `--fp8-params`:
+/// Megatron-FSDP gathers FP8 parameters in FP8). DeepSpeed 2021: at
 /// most `stage3_max_live_parameters` = 10⁹ gathered parameters, or the largest weight
 /// matrix when it is larger (a parameter is gathered whole), plus one prefetch bucket of
 /// 5·10⁷, and one gradient reduce bucket of `reduce_bucket_size` = 5·10⁸ (DeepSpeed
@@ -200,7 +202,7 @@ fn zero3_resident(c: &Ctx) -> f64 {
     let (_, g, _) = c.plan.optimizer.bytes_per_param();
     let two_layers = 2.0 * c.layer_params;
     match c.plan.zero3_impl {
-        crate::parallel::Zero3Impl::Fsdp => two_layers * (c.e + g),
+        crate::parallel::Zero3Impl::Fsdp => two_layers * (c.gathered_param_bytes() + g),
         crate::parallel::Zero3Impl::Deepspeed2021 => {
             let m = c.m;
             let mlp_in = if m.gated { 2.0 } else { 1.0 } * m.h * m.f;
