@@ -169,7 +169,8 @@ pub struct EfficiencySpec {
     /// Host (CPU) time of one eager framework operation with its launch: Python,
     /// PyTorch's dispatcher and autograd, `cudaLaunchKernel` (`estimate::transformer`'s
     /// host module). Default 25 µs, fitted on the 58 Qwen3 MoE rows of Megatron-Bridge's
-    /// 2025–2026 tables (leave-one-system-out fits 25–30 µs; docs/modern-training.md);
+    /// 2025–2026 tables (least mean of the five systems' median |error|;
+    /// leave-one-system-out fits 20–25 µs; docs/modern-training.md);
     /// an isolated `torch.nn.Linear` forward takes 13.5 µs on a DGX H100's Xeon 8480C
     /// (NVIDIA/TransformerEngine issue #2053), the floor of a training process's cost.
     #[serde(with = "serde_units::seconds", default = "default_host_op")]
