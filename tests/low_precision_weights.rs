@@ -209,3 +209,40 @@ fn fsdp_prefetch_buffers_hold_gathered_weights_in_their_format() {
         "FSDP prefetch: gathered FP8 weights",
     );
 }
+
+#[test]
+fn explain_shows_the_weights_terms() {
+    // Llama 3 8B (8.0303e9 parameters) on 8 B200, FP8 with low-precision parameters:
+    // 16-bit 2·P = 14.96 GiB, one 1-byte copy per parameter on Blackwell, the 16-bit
+    // weights replaced: 8.0303e9 B = 7.479 GiB.
+    let out = common::computed(&[
+        "estimate",
+        "--model",
+        "llama3-8b",
+        "--system",
+        "dgx-b200",
+        "--gpus",
+        "8",
+        "--precision",
+        "fp8",
+        "--fp8-recipe",
+        "current",
+        "--fp8-params",
+        "--global-batch",
+        "64",
+        "--explain",
+    ]);
+    let line = out
+        .lines()
+        .find(|l| l.trim_start().starts_with("weights ="))
+        .unwrap_or_else(|| panic!("{out}"));
+    for part in [
+        "16-bit 14.96 GiB",
+        "8.0303e9 params × 1 B",
+        "FP8 GEMMs take every layout",
+        "× 2 B (14.96 GiB; --fp8-params",
+        "= 7.479 GiB",
+    ] {
+        assert!(line.contains(part), "{part}: {line}");
+    }
+}

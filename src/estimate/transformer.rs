@@ -464,6 +464,7 @@ pub(super) fn evaluate<T: Trace>(
         memory = offload::memory(&c, &sys.tiers, x, &times.offload, memory);
     }
     explain_summary(&c, st.total, st.slow, &times, &metrics, &memory, tr);
+    explain_weights(&c, params, &memory, tr);
     let groups = [&place.tp, &place.ep, &place.dp, &place.pp].map(GroupDims::from);
     Ok(Estimate {
         plan: *plan,
@@ -848,6 +849,42 @@ fn fp4_cap_note(dev: &Device, p: crate::compute::Precision) -> String {
 }
 
 #[allow(clippy::too_many_arguments)]
+/// The weights' line of `--explain`: 16-bit weights, low-precision copies and, with
+/// `--fp8-params`, the 16-bit weights those copies replace.
+fn explain_weights<T: Trace>(c: &Ctx, params: f64, mem: &Memory, tr: &mut T) {
+    let (copies, b) = state::weight_copy_terms(c, params);
+    if b == 0.0 {
+        return;
+    }
+    let plan = c.plan;
+    let w = plan.optimizer.bytes_per_param().0;
+    let dropped = if plan.fp8_params { copies * w } else { 0.0 };
+    let sixteen = mem.weights.get() - copies * b + dropped;
+    tr.line(|| {
+        format!(
+            "weights = 16-bit {} + {} copies {:.4e} params × {b} B ({}){} = {}",
+            Bytes::new(sixteen),
+            plan.precision.name(),
+            copies,
+            match (plan.precision, c.any_layout()) {
+                (crate::compute::Precision::Fp8, true) =>
+                    "one per weight: the device's FP8 GEMMs take every layout",
+                (crate::compute::Precision::Fp8, false) => "row-wise and transposed",
+                _ => "row- and column-wise with their scales",
+            },
+            if plan.fp8_params {
+                format!(
+                    " − those params' 16-bit weights × {w} B ({}; --fp8-params: the copies are the weights)",
+                    Bytes::new(dropped)
+                )
+            } else {
+                String::new()
+            },
+            mem.weights
+        )
+    });
+}
+
 fn explain_summary<T: Trace>(
     c: &Ctx,
     stage: Seconds,

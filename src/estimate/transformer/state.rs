@@ -96,6 +96,16 @@ fn weight_copies(c: &Ctx, params: f64) -> f64 {
     }
 }
 
+/// The low-precision weight copies of a device holding `params` parameters: (parameters
+/// with copies, bytes per parameter of the copies).
+pub(super) fn weight_copy_terms(c: &Ctx, params: f64) -> (f64, f64) {
+    let p = c.plan;
+    (
+        weight_copies(c, params),
+        lowp::weight_copy_bytes(p.precision, p.fp8_recipe, c.any_layout()),
+    )
+}
+
 /// Optimizer step, memory-bound over the local optimizer shard (Megatron-LM's
 /// mixed-precision optimizer, apex multi-tensor kernels), bytes per parameter with
 /// gradient bytes `g`: gradient-norm clipping reads the gradient (`g`); Adam reads the
@@ -152,8 +162,8 @@ pub(super) fn stage_memory(c: &Ctx, params: f64, trainable: f64, plan: &Plan) ->
     // (`fp8_param_gather`); a gathered layer lives in the prefetch buffers. With
     // low-precision parameters the copies are the weights: the 16-bit ones go
     // (`w` B per parameter of the same count).
-    let copies = weight_copies(c, params);
-    states[0] += copies * lowp::weight_copy_bytes(plan.precision, plan.fp8_recipe, c.any_layout());
+    let (copies, b) = weight_copy_terms(c, params);
+    states[0] += copies * b;
     if plan.fp8_params {
         let w = plan.optimizer.bytes_per_param().0;
         states[0] = (states[0] - copies * w).max(0.0);
