@@ -236,6 +236,34 @@ pub fn check_plan(p: &crate::parallel::Plan, model: &crate::model::Model) -> Res
             ),
         ));
     }
+    let n = p.offload.activation_layers;
+    if n > 0 {
+        // Megatron-core's TransformerConfig refuses CPU offloading with pipeline parallelism
+        // or activation recomputation, and offloads fewer layers than it runs.
+        let why = if p.pp > 1 {
+            Some(format!("needs pp = 1, got {}", p.pp))
+        } else if p.recompute != crate::parallel::Recompute::None {
+            Some(format!(
+                "needs recompute = none, got {}",
+                format!("{:?}", p.recompute).to_lowercase()
+            ))
+        } else if u32::from(n) >= p.stages.max_layers() {
+            Some(format!(
+                "offloads fewer layers than the model's {}",
+                p.stages.max_layers()
+            ))
+        } else {
+            None
+        };
+        if let Some(why) = why {
+            return Err(crate::parallel::bad(
+                "offload",
+                format!(
+                    "activations={n} (Megatron-core cpu_offloading_num_layers) {why}: Megatron-core refuses CPU offloading with pipeline parallelism or recomputation"
+                ),
+            ));
+        }
+    }
     Ok(())
 }
 

@@ -291,3 +291,46 @@ fn bad_offload_input_is_a_usage_error() {
         assert!(err.contains(what), "{a:?}: {err}");
     }
 }
+
+#[test]
+fn some_layers_offloaded_as_megatron_allows() {
+    // Megatron-core's TransformerConfig: CPU offloading of N layers needs PP 1, no
+    // recomputation and N below the layers (Llama 3 8B: 32).
+    let run = |extra: &str| {
+        let mut args: Vec<String> = "estimate --model llama3-8b --system gb200-nvl72 --gpus 8 \
+             --global-batch 16 --offload activations=8"
+            .split_whitespace()
+            .map(String::from)
+            .collect();
+        args.extend(extra.split_whitespace().map(String::from));
+        common::bin().args(&args).output().unwrap()
+    };
+    let ok = run("");
+    assert!(
+        ok.status.success(),
+        "{}",
+        String::from_utf8_lossy(&ok.stderr)
+    );
+    for (extra, why) in [
+        ("--pp 2", "needs pp = 1"),
+        ("--recompute selective", "needs recompute = none"),
+    ] {
+        let out = run(extra);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{extra}: {err}");
+        assert!(
+            err.contains(why) && err.contains("activations=8"),
+            "{extra}: {err}"
+        );
+    }
+    let out = common::bin()
+        .args(
+            "estimate --model llama3-8b --system gb200-nvl72 --gpus 8 --global-batch 16 \
+             --offload activations=32"
+                .split_whitespace(),
+        )
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("fewer layers than the model's 32"), "{err}");
+}

@@ -242,9 +242,10 @@ pub fn check_band_residuals(set: &str, rows: &[astrolabe::band::Residual]) {
 /// model, system, GPUs, batch, sequence and precision, and the settings that hold for every
 /// plan (FP8 recipe as `fp8:current`, EP overlap and dispatch, a practice switch turned
 /// off); the plan's structure (TP, PP, CP, EP, ETP, virtual stages, micro-batch, ZeRO,
-/// recomputation, FSDP, the pipeline split) is left to the default grid.
+/// recomputation, FSDP, the pipeline split, activation offload) is left to the default grid.
 pub fn sweep_args_of(est: &[String]) -> Vec<String> {
-    const STRUCTURE: [&str; 10] = [
+    // The plan's structure and its offload: the sweep chooses them.
+    const STRUCTURE: [&str; 11] = [
         "tp",
         "pp",
         "cp",
@@ -255,6 +256,7 @@ pub fn sweep_args_of(est: &[String]) -> Vec<String> {
         "zero",
         "recompute",
         "optimizer",
+        "offload",
     ];
     const BARE: [&str; 6] = [
         "fsdp",
