@@ -149,6 +149,12 @@ fn some_layers_of_activations_offloaded() {
     let o = Offload::parse("activations=4", "t").unwrap();
     let (_, a) = cost::hbm(&o, &x, [2e9, 2e9, 12e9], 4e9);
     assert_relative_eq!(a, 2.4e9, max_relative = R);
+    // With a 1 ms latency per copy the 4 layers pay 4 ms each way per micro-batch:
+    // 4·(4·0.001 + 0.04) = 0.176 s down in all.
+    let mut t = tiers();
+    t.host.as_mut().unwrap().latency = Seconds::new(1e-3);
+    let c = cost::evaluate(o, &t, &x).unwrap();
+    assert_relative_eq!(c.activations.time.get(), 0.176, max_relative = R);
     // Megatron-core offloads fewer layers than it runs: 10 of 10 is refused.
     let e = cost::evaluate(Offload::parse("activations=10", "t").unwrap(), &tiers(), &x);
     let msg = e.unwrap_err().to_string();
