@@ -208,6 +208,14 @@ fn fsdp_prefetch_buffers_hold_gathered_weights_in_their_format() {
         1e-9,
         "FSDP prefetch: gathered FP8 weights",
     );
+    // Absolutely: two 16-bit residual-stream buffers 2·(s·h)·2 B, the FP32 logits s·V·4 B
+    // (one stage), and the prefetch 2·P_l·(1 + 2) with bf16 gradients.
+    close(
+        on.memory.buffers.get(),
+        2.0 * S * H * 2.0 + S * V * 4.0 + 2.0 * layer_params() * 3.0,
+        1e-9,
+        "FSDP buffers with FP8 parameters",
+    );
 }
 
 #[test]
