@@ -241,15 +241,18 @@ pub fn check_plan(p: &crate::parallel::Plan, model: &crate::model::Model) -> Res
         // Megatron-core's TransformerConfig refuses CPU offloading with pipeline parallelism
         // or activation recomputation, and offloads fewer layers than it runs.
         let why = if p.pp > 1 {
-            Some(format!("needs pp = 1, got {}", p.pp))
+            Some(format!(
+                "needs pp = 1, got {} (Megatron-core has no CPU offloading with pipeline parallelism)",
+                p.pp
+            ))
         } else if p.recompute != crate::parallel::Recompute::None {
             Some(format!(
-                "needs recompute = none, got {}",
+                "needs recompute = none, got {} (Megatron-core has no CPU offloading with recomputation)",
                 format!("{:?}", p.recompute).to_lowercase()
             ))
         } else if u32::from(n) >= p.stages.max_layers() {
             Some(format!(
-                "offloads fewer layers than the model's {}",
+                "must offload fewer layers than the model's {} (Megatron-core: cpu_offloading_num_layers < num_layers)",
                 p.stages.max_layers()
             ))
         } else {
@@ -258,9 +261,7 @@ pub fn check_plan(p: &crate::parallel::Plan, model: &crate::model::Model) -> Res
         if let Some(why) = why {
             return Err(crate::parallel::bad(
                 "offload",
-                format!(
-                    "activations={n} (Megatron-core cpu_offloading_num_layers) {why}: Megatron-core refuses CPU offloading with pipeline parallelism or recomputation"
-                ),
+                format!("activations={n} (Megatron-core cpu_offloading_num_layers) {why}"),
             ));
         }
     }

@@ -332,5 +332,8 @@ fn some_layers_offloaded_as_megatron_allows() {
         .output()
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("fewer layers than the model's 32"), "{err}");
+    assert!(
+        err.contains("must offload fewer layers than the model's 32"),
+        "{err}"
+    );
 }
