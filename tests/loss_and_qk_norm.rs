@@ -126,21 +126,7 @@ fn cross_entropy_collective_bytes_by_hand() {
 #[test]
 fn sweep_takes_the_loss_kernels() {
     let top = |kind: &str| {
-        let v = common::json(&[
-            "sweep",
-            "--model",
-            "llama3-8b",
-            "--system",
-            "dgx-h100",
-            "--gpus",
-            "8",
-            "--global-batch",
-            "64",
-            "--top",
-            "3",
-            "--cross-entropy",
-            kind,
-        ]);
+        let v = common::llama8b_on_dgx_h100("sweep", &["--top", "3", "--cross-entropy", kind]);
         v["top"].as_array().unwrap().clone()
     };
     let (te, unfused) = (top("te"), top("unfused"));

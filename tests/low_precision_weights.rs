@@ -150,25 +150,12 @@ fn sweep_takes_low_precision_parameters() {
     // `sweep --fp8-params` sets them in every FP8 plan with ZeRO ≥ 1 and leaves the ZeRO-0
     // ones their 16-bit weights; the JSON rows say which.
     let rows = |extra: &[&str]| {
-        let mut args = vec![
-            "sweep",
-            "--model",
-            "llama3-8b",
-            "--system",
-            "dgx-h100",
-            "--gpus",
-            "8",
-            "--global-batch",
-            "64",
-            "--precision",
-            "fp8",
-            "--zero",
-            "0,1",
-            "--top",
-            "40",
-        ];
+        let mut args = vec!["--precision", "fp8", "--zero", "0,1", "--top", "40"];
         args.extend_from_slice(extra);
-        common::json(&args)["top"].as_array().unwrap().clone()
+        common::llama8b_on_dgx_h100("sweep", &args)["top"]
+            .as_array()
+            .unwrap()
+            .clone()
     };
     let on = rows(&["--fp8-params"]);
     let zero = |r: &serde_json::Value| r["plan"]["zero"].as_u64().unwrap();

@@ -4,28 +4,13 @@
 //! peak), labelled as such.
 
 mod common;
-use common::json;
 
 /// Llama 3 8B on 8 H100 in FP8 (NVIDIA H100 SXM datasheet: BF16 989 TFLOP/s, FP8 1979
 /// dense): MFU = model FLOPs / (time · 989e12 · 8), and the NVIDIA-convention figure is
 /// that times 989/1979.
 #[test]
 fn mfu_is_against_the_bf16_peak() {
-    let v = json(&[
-        "estimate",
-        "--model",
-        "llama3-8b",
-        "--system",
-        "dgx-h100",
-        "--gpus",
-        "8",
-        "--global-batch",
-        "64",
-        "--precision",
-        "fp8",
-        "--tp",
-        "2",
-    ]);
+    let v = common::llama8b_on_dgx_h100("estimate", &["--precision", "fp8", "--tp", "2"]);
     let f = v["model_flops_per_iteration"].as_f64().unwrap();
     let t = v["iteration_time_s"].as_f64().unwrap();
     let mfu = v["mfu"].as_f64().unwrap();
@@ -35,19 +20,7 @@ fn mfu_is_against_the_bf16_peak() {
         mfu * 989.0 / 1979.0,
         max_relative = 1e-9
     );
-    let bf16 = json(&[
-        "estimate",
-        "--model",
-        "llama3-8b",
-        "--system",
-        "dgx-h100",
-        "--gpus",
-        "8",
-        "--global-batch",
-        "64",
-        "--tp",
-        "2",
-    ]);
+    let bf16 = common::llama8b_on_dgx_h100("estimate", &["--tp", "2"]);
     assert_eq!(bf16["mfu"], bf16["mfu_at_precision_peak"]);
 }
 
@@ -55,23 +28,10 @@ fn mfu_is_against_the_bf16_peak() {
 /// proportional to throughput for a given model and batch.
 #[test]
 fn sort_mfu_ranks_the_faster_fp8_plan_first() {
-    let v = json(&[
+    let v = common::llama8b_on_dgx_h100(
         "sweep",
-        "--model",
-        "llama3-8b",
-        "--system",
-        "dgx-h100",
-        "--gpus",
-        "8",
-        "--global-batch",
-        "64",
-        "--precision",
-        "bf16,fp8",
-        "--sort",
-        "mfu",
-        "--top",
-        "40",
-    ]);
+        &["--precision", "bf16,fp8", "--sort", "mfu", "--top", "40"],
+    );
     let rows = v["top"].as_array().unwrap();
     let t = |r: &serde_json::Value| r["iteration_time_s"].as_f64().unwrap();
     let m = |r: &serde_json::Value| r["mfu"].as_f64().unwrap();

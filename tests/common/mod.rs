@@ -82,6 +82,26 @@ pub fn ok(args: &[&str]) -> String {
     s
 }
 
+/// `astrolabe {cmd}` on Llama 3 8B and 8 H100 (one DGX) at a global batch of 64, the
+/// small run several tests share, followed by `extra`; with `--format json`, parsed.
+#[track_caller]
+#[allow(dead_code)]
+pub fn llama8b_on_dgx_h100(cmd: &str, extra: &[&str]) -> Value {
+    let mut args = vec![
+        cmd,
+        "--model",
+        "llama3-8b",
+        "--system",
+        "dgx-h100",
+        "--gpus",
+        "8",
+        "--global-batch",
+        "64",
+    ];
+    args.extend_from_slice(extra);
+    json(&args)
+}
+
 /// Runs with `--format json` (must succeed) and parses the output.
 #[track_caller]
 pub fn json(args: &[&str]) -> Value {
