@@ -138,7 +138,14 @@ fn command(r: &Run) -> Result<Vec<String>, String> {
     if precision != "bf16" {
         a.push("--fp8-params".into());
     }
-    a.extend(["--flash-attention", "--tp-overlap"].map(String::from));
+    a.push("--flash-attention".into());
+    // TP communication overlap (Transformer Engine userbuffers) is on in the Llama recipes
+    // except with NVFP4: `tp_comm_overlap = False if precision == "nvfp4"`
+    // (scripts/performance/configs/llama/llama3_llm_pretrain.py and llama31_llm_pretrain.py
+    // at b9819cec5; perf_recipes/llama/*/llama3{,1}.py at 067f987df0 set it False in every
+    // NVFP4 recipe).
+    let tp_overlap = precision != "nvfp4";
+    a.extend(["--tp-overlap".into(), tp_overlap.to_string()]);
     // The performance scripts' common settings since August 2025 (568b3a3ef,
     // scripts/performance; now perf_recipes/_common.py `_benchmark_common`):
     // cross_entropy_fusion_impl = "te" with the provider's cross_entropy_loss_fusion.
@@ -541,7 +548,7 @@ fn default_sweep_best_vs_published() {
         100.0 * inside
     );
     // Issue 20 asks for a median in [0.95, 1.10] (met) and 90 % within [0.85, 1.20] (not
-    // yet: 80 % is today's floor (32 of 40); docs/validation.md names the rows outside and why).
+    // yet: 82.5 % is today's floor (33 of 40); docs/validation.md names the rows outside and why).
     assert!((0.95..=1.10).contains(&median), "median {median}");
-    assert!(inside >= 0.80, "{inside}");
+    assert!(inside >= 0.825, "{inside}");
 }
