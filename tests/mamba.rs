@@ -119,6 +119,26 @@ fn mamba_context_parallel_all_to_all_bytes() {
     assert_relative_eq!(comm_bytes(&v, "cp"), mamba + attn);
 }
 
+/// The Mamba layers' CP all-to-alls are exposed: CP 2 spans the two nodes (TP 8 fills each),
+/// so each is one direct exchange on the InfiniBand dimension (47 GB/s, 14 µs): α + n/2 / B.
+/// Per pass, z, x, B, C, dt (38 010 880 B): 14 µs + 404.37 µs; y (16 777 216 B): 14 µs +
+/// 178.48 µs; 610.85 µs per layer and pass, × 54 layers × 2 passes = 65.97 ms. The attention
+/// layers' ring transfers hide under their blocks' attention (1.6 ms hidden), so the class's
+/// exposed time is the Mamba exchanges alone.
+#[test]
+fn mamba_context_parallel_all_to_alls_are_exposed() {
+    let v = cp2();
+    let a2a = |bytes: f64| 14e-6 + bytes / 2.0 / 47e9;
+    let per_layer_pass = a2a(38_010_880.0) + a2a(16_777_216.0);
+    assert_relative_eq!(per_layer_pass, 610.85e-6, max_relative = 1e-4);
+    let cp = &v["time_breakdown"]["communication"]["cp"];
+    assert_relative_eq!(
+        cp["exposed_s"].as_f64().unwrap(),
+        54.0 * 2.0 * per_layer_pass,
+        max_relative = 1e-4
+    );
+}
+
 #[test]
 fn memory_bound_passes_by_hand() {
     // TP 8, 4096 tokens: 91 968 B per token forward (model::mamba::Mamba::bytes) →
