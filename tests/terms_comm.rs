@@ -6,6 +6,7 @@
 //! themselves (`tests/overlap.rs` checks the windows); each fails if its term changes by
 //! 5%. (Flat dispatch on the DGX H100 preset is also in `tests/moe_frontier.rs`.)
 
+mod common;
 mod terms_support;
 
 use astrolabe::catalog;
@@ -189,4 +190,61 @@ fn cp_all_to_all_exchanges_qkv_and_the_output() {
         "CP a2a exposed",
     );
     assert_eq!(cp.hidden.get(), 0.0);
+}
+
+/// The ring's windows: each key/value transfer runs beside the attention of the block
+/// already held, `T_attention / c` (a bulk window: `o = min(C, W)`, slowdown `κ·o`,
+/// exposed `max(0, C − W − κ·o)`). Llama 3 8B on 16 H100s, TP 8, CP 2 across the two nodes
+/// (InfiniBand 47 GB/s, 14 µs), one sequence of 1024: each rank holds 512 tokens and one
+/// KV head, so a forward block is 512·1·256·2 = 262 144 B (backward twice that). The
+/// fused attention on this rank (4 heads, 512 queries over 1024 keys, causal):
+/// F = 2·4·512·1024·256·0.5 FLOP at the FlashAttention-2 rates 0.34 / 0.33 of 989 TFLOP/s
+/// times 512/(512 + 384), backward 2.5·F, two kernels of 4 µs each. Short blocks make the
+/// transfers longer than their windows, so the split depends on the window.
+#[test]
+fn cp_ring_transfers_run_beside_one_blocks_attention() {
+    let v = common::json(&[
+        "estimate",
+        "--model",
+        "llama3-8b",
+        "--system",
+        "dgx-h100",
+        "--gpus",
+        "16",
+        "--tp",
+        "8",
+        "--cp",
+        "2",
+        "--seq-len",
+        "1024",
+        "--global-batch",
+        "1",
+    ]);
+    let f = 2.0 * 4.0 * 512.0 * 1024.0 * 256.0 * 0.5;
+    let ramp = 512.0 / (512.0 + 384.0);
+    let att_f = f / (989e12 * 0.34 * ramp) + 8e-6;
+    let att_b = 2.5 * f / (989e12 * 0.33 * ramp) + 8e-6;
+    let block = 512.0 * 256.0 * 2.0;
+    let window = |bytes: f64, w: f64| {
+        let c = 14e-6 + bytes / 47e9;
+        let o = c.min(w);
+        let exposed = (c - w - KAPPA * o).max(0.0);
+        (exposed, c - exposed)
+    };
+    let (ef, hf) = window(block, att_f / 2.0);
+    let (eb, hb) = window(2.0 * block, att_b / 2.0);
+    assert!(ef > 0.0 && eb > 0.0 && hf > 0.0);
+    let cp = &v["time_breakdown"]["communication"]["cp"];
+    close(
+        cp["exposed_s"].as_f64().unwrap(),
+        32.0 * (ef + eb),
+        1e-6,
+        "CP exposed",
+    );
+    close(
+        cp["hidden_s"].as_f64().unwrap(),
+        32.0 * (hf + hb),
+        1e-6,
+        "CP hidden",
+    );
 }
