@@ -248,3 +248,47 @@ fn cp_ring_transfers_run_beside_one_blocks_attention() {
         "CP hidden",
     );
 }
+
+/// Ulysses with TP: each all-to-all moves the rank's tokens at its TP share of the widths.
+/// Llama 3 8B (32 query heads, 8 KV heads of 128) on 16 H100s, TP 8, CP 2 across the two
+/// nodes (47 GB/s, 14 µs), one sequence of 1024 (512 tokens per rank): Q, K, V are
+/// (32 + 2·8)/8·128 = 768 wide per rank, 512·768·2 = 786 432 B; the output 32·128/8 = 512
+/// wide, 524 288 B. Each all-to-all over 2 ranks: α + n/2 / B; both, each pass, 32 layers,
+/// all exposed.
+#[test]
+fn cp_all_to_all_with_tp_moves_the_tp_share() {
+    let v = common::json(&[
+        "estimate",
+        "--model",
+        "llama3-8b",
+        "--system",
+        "dgx-h100",
+        "--gpus",
+        "16",
+        "--tp",
+        "8",
+        "--cp",
+        "2",
+        "--cp-kind",
+        "a2a",
+        "--seq-len",
+        "1024",
+        "--global-batch",
+        "1",
+    ]);
+    let a2a = |bytes: f64| 14e-6 + bytes / 2.0 / 47e9;
+    let pass = a2a(512.0 * 768.0 * 2.0) + a2a(512.0 * 512.0 * 2.0);
+    let cp = &v["time_breakdown"]["communication"]["cp"];
+    close(
+        cp["exposed_s"].as_f64().unwrap(),
+        32.0 * 2.0 * pass,
+        1e-6,
+        "Ulysses exposed",
+    );
+    close(
+        cp["bytes_per_device"].as_f64().unwrap(),
+        32.0 * 2.0 * (786_432.0 + 524_288.0),
+        1e-9,
+        "Ulysses bytes",
+    );
+}
