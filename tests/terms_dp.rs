@@ -169,6 +169,106 @@ fn optimizer_step_is_a_memory_bound_pass_over_the_shard() {
     );
 }
 
+/// Megatron-core's precision-aware optimizer with BF16 moments (`adam-bf16-moments`): fp32
+/// main gradients (4 B), fp32 master and BF16 m and v (4 + 2 + 2 = 8 B of state). The step
+/// over the ZeRO-1 shard moves: clip reads the gradient (4), Adam reads it and reads/writes
+/// master, m and v (4 + 2·8), the master is copied to the bf16 weight (4 + 2), the gradient
+/// is zeroed (4): 34 B, against 36 B with bf16 gradients and fp32 moments. Memory: 2 B of
+/// weight and 4 B of gradient per parameter, 8 B of state over DP 4.
+#[test]
+fn bf16_moments_step_and_states_by_hand() {
+    let e = run(
+        &model(),
+        &system("switch(4, 100GB/s, 1us)"),
+        PlanSpec {
+            gpus: Some(4),
+            zero: 1,
+            dp_overlap: true,
+            micro_batch: 1,
+            global_batch: Some(8),
+            flash_attention: true,
+            optimizer: astrolabe::parallel::Optimizer::AdamBf16Moments,
+            ..PlanSpec::default()
+        },
+    );
+    let t = (params() / 4.0) * 34.0 / (2039e9 * 0.7) + 8.0 * 4e-6;
+    close(
+        e.time.optimizer.get(),
+        t,
+        1e-9,
+        "Adam, BF16 moments, ZeRO-1",
+    );
+    close(e.memory.weights.get(), 2.0 * params(), 1e-9, "weights");
+    close(
+        e.memory.gradients.get(),
+        4.0 * params(),
+        1e-9,
+        "fp32 gradients",
+    );
+    close(
+        e.memory.optimizer.get(),
+        8.0 * params() / 4.0,
+        1e-9,
+        "states over DP 4",
+    );
+}
+
+/// fp16 with dynamic loss scaling: the step also unscales and checks the gradients in
+/// place (read and write, 2g): 36 + 2·2 = 40 B per parameter of the ZeRO-1 shard (A100:
+/// 2039 GB/s at 0.7, 8 kernels of 4 µs).
+#[test]
+fn fp16_step_unscales_the_gradients() {
+    let e = run(
+        &model(),
+        &system("switch(4, 100GB/s, 1us)"),
+        PlanSpec {
+            gpus: Some(4),
+            zero: 1,
+            dp_overlap: true,
+            micro_batch: 1,
+            global_batch: Some(8),
+            flash_attention: true,
+            precision: astrolabe::compute::Precision::Fp16,
+            ..PlanSpec::default()
+        },
+    );
+    let t = (params() / 4.0) * 40.0 / (2039e9 * 0.7) + 8.0 * 4e-6;
+    close(e.time.optimizer.get(), t, 1e-9, "fp16 Adam, ZeRO-1");
+}
+
+/// FP8 on H100 (3350 GB/s at 0.7): after the step Transformer Engine re-quantizes each
+/// weight with a copy (read its 2 B, write the row-wise and transposed bytes, 1 + 1), once
+/// per iteration. The copies are the weights' memory beyond the 16-bit ones, 2 B each, so
+/// the step is `(P/4·36 + N·(2 + 2)) / B + 8·4 µs` with N = (W_fp8 − 2P)/2.
+#[test]
+fn fp8_step_requantizes_the_weight_copies() {
+    let mut sys = astrolabe::catalog::system("dgx-h100").unwrap();
+    sys.topology = system("switch(4, 100GB/s, 1us)").topology;
+    let e = run(
+        &model(),
+        &sys,
+        PlanSpec {
+            gpus: Some(4),
+            zero: 1,
+            dp_overlap: true,
+            micro_batch: 1,
+            global_batch: Some(8),
+            flash_attention: true,
+            precision: astrolabe::compute::Precision::Fp8,
+            ..PlanSpec::default()
+        },
+    );
+    let copies = (e.memory.weights.get() - 2.0 * params()) / 2.0;
+    assert!(copies > 0.5 * params(), "{copies}");
+    let t = ((params() / 4.0) * 36.0 + copies * 4.0) / (3350e9 * 0.7) + 8.0 * 4e-6;
+    close(
+        e.time.optimizer.get(),
+        t,
+        1e-9,
+        "FP8 Adam with re-quantized copies",
+    );
+}
+
 /// Routed experts' gradients are reduced over the expert-DP group, not DP (Megatron-core's
 /// distributed optimizer keeps them in buffers of their own, `expert_data_parallel_group`).
 /// Qwen3-30B-A3B (48 layers of 128 experts of 3·2048·768 parameters) on 8 ports of one

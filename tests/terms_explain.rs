@@ -71,3 +71,32 @@ fn mfu_line_divides_by_the_peak_it_names() {
     );
     assert!((fp8 - by_hand / 2.0).abs() < 0.06 + 1e-3 * by_hand, "{fp8}");
 }
+
+/// The optimizer line writes its bytes per parameter with the layout's numbers: `6 + 2·o +
+/// 3·g` is 30 + 3·2 = 36 B for `adam`, 6 + 2·8 + 3·4 = 34 B for `adam-bf16-moments`; the
+/// JSON plan names the layout.
+#[test]
+fn optimizer_line_shows_its_bytes_per_parameter() {
+    for (opt, form) in [
+        ("adam", "6 + 2·12 + 3·2 = 36 B"),
+        ("adam-bf16-moments", "6 + 2·8 + 3·4 = 34 B"),
+    ] {
+        let base = [
+            "estimate",
+            "--model",
+            "llama3-8b",
+            "--system",
+            "dgx-h100",
+            "--gpus",
+            "8",
+            "--tp",
+            "2",
+            "--optimizer",
+            opt,
+        ];
+        let out = text(&[&base[..], &["--explain"]].concat());
+        let line = out.lines().find(|l| l.contains("optimizer:")).unwrap();
+        assert!(line.contains(form), "{opt}: {line}");
+        assert_eq!(common::json(&base)["plan"]["optimizer"], opt);
+    }
+}

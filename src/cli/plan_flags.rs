@@ -132,7 +132,9 @@ pub struct PlanFlags {
     /// Matrix precision: bf16, fp16, fp8, mxfp8, nvfp4, tf32, fp32.
     #[arg(long)]
     pub precision: Option<String>,
-    /// Optimizer layout: adam (16 B/param) or adam-fp32-grads (18 B/param, Megatron-LM).
+    /// Optimizer layout: adam (16 B/param), adam-fp32-grads (18 B/param, Megatron-LM) or
+    /// adam-bf16-moments (14 B/param: Megatron-core's precision-aware optimizer with BF16
+    /// moments).
     #[arg(long)]
     pub optimizer: Option<String>,
     /// Fused (flash) attention (default: true).
@@ -251,7 +253,11 @@ impl PlanFlags {
             p.precision = Precision::parse(s).map_err(|e| e.context("--precision"))?;
         }
         if let Some(s) = &self.optimizer {
-            p.optimizer = parse_enum::<Optimizer>("--optimizer", s, &["adam", "adam-fp32-grads"])?;
+            p.optimizer = parse_enum::<Optimizer>(
+                "--optimizer",
+                s,
+                &["adam", "adam-fp32-grads", "adam-bf16-moments"],
+            )?;
         }
         if let Some(s) = &self.ep_dispatch {
             p.ep_dispatch = parse_enum("--ep-dispatch", s, &["alltoall", "hierarchical"])?;

@@ -48,6 +48,13 @@ pub enum Optimizer {
     /// Megatron-LM Adam with fp32 main gradients, 18 B/param: 2 weight + 4 gradient + 12.
     /// Reproduces Korthikanti et al. 2022 Figure 1 (45.5625 GiB for 22B on 8 GPUs).
     AdamFp32Grads,
+    /// Adam with both moments in BF16, 14 B/param: 2 weight + 4 gradient (fp32 main
+    /// gradients) + 8 (fp32 master 4, m 2, v 2). Megatron-core's precision-aware optimizer
+    /// (`use_precision_aware_optimizer`, `exp_avg_dtype = exp_avg_sq_dtype = bf16`, main
+    /// gradients and parameters fp32; Megatron-Bridge's DeepSeek recipes,
+    /// `perf_recipes/deepseek/common.py`); DeepSeek-V3 trained so (DeepSeek-AI 2024, §3.3.3,
+    /// "Low-Precision Optimizer States").
+    AdamBf16Moments,
 }
 
 impl Optimizer {
@@ -56,6 +63,7 @@ impl Optimizer {
         match self {
             Optimizer::Adam => (2.0, 2.0, 12.0),
             Optimizer::AdamFp32Grads => (2.0, 4.0, 12.0),
+            Optimizer::AdamBf16Moments => (2.0, 4.0, 8.0),
         }
     }
 }

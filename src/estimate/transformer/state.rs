@@ -108,13 +108,14 @@ pub(super) fn weight_copy_terms(c: &Ctx, params: f64) -> (f64, f64) {
 
 /// Optimizer step, memory-bound over the local optimizer shard (Megatron-LM's
 /// mixed-precision optimizer, apex multi-tensor kernels), bytes per parameter with
-/// gradient bytes `g`: gradient-norm clipping reads the gradient (`g`); Adam reads the
-/// gradient and reads/writes the fp32 master weight, m and v (`g + 24`); the master is
-/// copied to the 16-bit model weight (read 4, write 2); gradients are zeroed (`g`). With
-/// fp16 dynamic loss scaling the gradients are also unscaled and checked for inf/NaN
-/// in place (`2g`). Total `30 + 3g` (+ `2g` for fp16).
+/// gradient bytes `g` and optimizer-state bytes `o` (fp32 master, m and v: 12, or 8 with
+/// BF16 moments): gradient-norm clipping reads the gradient (`g`); Adam reads the gradient
+/// and reads/writes the master weight, m and v (`g + 2o`); the master is copied to the
+/// 16-bit model weight (read 4, write 2); gradients are zeroed (`g`). With fp16 dynamic
+/// loss scaling the gradients are also unscaled and checked for inf/NaN in place (`2g`).
+/// Total `6 + 2o + 3g` (`30 + 3g` with fp32 moments; + `2g` for fp16).
 pub(super) fn optimizer_time(c: &Ctx, trainable: f64, params: f64) -> Seconds {
-    let g = c.plan.optimizer.bytes_per_param().1;
+    let (_, g, o) = c.plan.optimizer.bytes_per_param();
     let local = if c.plan.zero >= 1 {
         sharded(c, trainable)
     } else {
@@ -136,7 +137,7 @@ pub(super) fn optimizer_time(c: &Ctx, trainable: f64, params: f64) -> Seconds {
     } else {
         0.0
     };
-    c.mem(local * (30.0 + 3.0 * g + unscale) + recast, 8.0)
+    c.mem(local * (6.0 + 2.0 * o + 3.0 * g + unscale) + recast, 8.0)
 }
 
 /// Memory of the stage with the most activations: the first stage holds `in_flight`
