@@ -40,6 +40,30 @@ fn dp4(zero: u8, overlap: bool) -> Estimate {
     )
 }
 
+/// The term-test model on 4 devices of `sys`, ZeRO-1 with DP overlap, 2 micro-batches, in
+/// `precision` with the optimizer layout `optimizer`.
+fn zero1_on(
+    sys: &astrolabe::system::System,
+    precision: astrolabe::compute::Precision,
+    optimizer: astrolabe::parallel::Optimizer,
+) -> Estimate {
+    run(
+        &model(),
+        sys,
+        PlanSpec {
+            gpus: Some(4),
+            zero: 1,
+            dp_overlap: true,
+            micro_batch: 1,
+            global_batch: Some(8),
+            flash_attention: true,
+            precision,
+            optimizer,
+            ..PlanSpec::default()
+        },
+    )
+}
+
 #[test]
 fn dp_gradient_all_reduce_in_buckets() {
     // ZeRO-0: all-reduce of the bf16 gradient G = 2P bytes. Without overlap one
@@ -177,19 +201,10 @@ fn optimizer_step_is_a_memory_bound_pass_over_the_shard() {
 /// weight and 4 B of gradient per parameter, 8 B of state over DP 4.
 #[test]
 fn bf16_moments_step_and_states_by_hand() {
-    let e = run(
-        &model(),
+    let e = zero1_on(
         &system("switch(4, 100GB/s, 1us)"),
-        PlanSpec {
-            gpus: Some(4),
-            zero: 1,
-            dp_overlap: true,
-            micro_batch: 1,
-            global_batch: Some(8),
-            flash_attention: true,
-            optimizer: astrolabe::parallel::Optimizer::AdamBf16Moments,
-            ..PlanSpec::default()
-        },
+        astrolabe::compute::Precision::Bf16,
+        astrolabe::parallel::Optimizer::AdamBf16Moments,
     );
     let t = (params() / 4.0) * 34.0 / (2039e9 * 0.7) + 8.0 * 4e-6;
     close(
@@ -218,19 +233,10 @@ fn bf16_moments_step_and_states_by_hand() {
 /// 2039 GB/s at 0.7, 8 kernels of 4 µs).
 #[test]
 fn fp16_step_unscales_the_gradients() {
-    let e = run(
-        &model(),
+    let e = zero1_on(
         &system("switch(4, 100GB/s, 1us)"),
-        PlanSpec {
-            gpus: Some(4),
-            zero: 1,
-            dp_overlap: true,
-            micro_batch: 1,
-            global_batch: Some(8),
-            flash_attention: true,
-            precision: astrolabe::compute::Precision::Fp16,
-            ..PlanSpec::default()
-        },
+        astrolabe::compute::Precision::Fp16,
+        astrolabe::parallel::Optimizer::Adam,
     );
     let t = (params() / 4.0) * 40.0 / (2039e9 * 0.7) + 8.0 * 4e-6;
     close(e.time.optimizer.get(), t, 1e-9, "fp16 Adam, ZeRO-1");
@@ -244,19 +250,10 @@ fn fp16_step_unscales_the_gradients() {
 fn fp8_step_requantizes_the_weight_copies() {
     let mut sys = astrolabe::catalog::system("dgx-h100").unwrap();
     sys.topology = system("switch(4, 100GB/s, 1us)").topology;
-    let e = run(
-        &model(),
+    let e = zero1_on(
         &sys,
-        PlanSpec {
-            gpus: Some(4),
-            zero: 1,
-            dp_overlap: true,
-            micro_batch: 1,
-            global_batch: Some(8),
-            flash_attention: true,
-            precision: astrolabe::compute::Precision::Fp8,
-            ..PlanSpec::default()
-        },
+        astrolabe::compute::Precision::Fp8,
+        astrolabe::parallel::Optimizer::Adam,
     );
     let copies = (e.memory.weights.get() - 2.0 * params()) / 2.0;
     assert!(copies > 0.5 * params(), "{copies}");
