@@ -6,11 +6,14 @@
 //! collectives whatever the windows hide (`tests/overlap.rs` checks the windows), so these
 //! pin the terms; each fails if its term changes by 5%.
 
+mod common;
 mod terms_support;
 
 use astrolabe::estimate::{CommClass, Estimate};
 use astrolabe::parallel::{PlanSpec, Zero3Impl};
-use terms_support::{H, L, S, V, all_reduce, close, layer_params, model, ring_half, run, system};
+use terms_support::{
+    H, KAPPA, L, S, V, all_reduce, close, layer_params, model, ring_half, run, system,
+};
 
 /// All parameters of the term-test model: 16 layers, the word and position embeddings
 /// (tied with the head) V·h + s·h and the final LayerNorm 2h.
@@ -377,4 +380,79 @@ fn expert_gradients_reduce_over_expert_dp() {
         1e-9,
         "DP bytes, DP 1 and expert-DP 2",
     );
+}
+
+/// Llama 3 8B on 16 H100s (two DGX nodes), FSDP with shard groups of 8 (`--hsdp 8`) and fp32
+/// gradients: the two replicas all-reduce their gradient shard across InfiniBand once per
+/// iteration (`--explain` line "HSDP replicas"). The shard is 4 B · 8 030 261 248 / 8 =
+/// 4 015 130 624 B; a ring all-reduce over 2 ranks is 2α + n/B = 28 µs + n / 47 GB/s. Its
+/// last bucket, AR · bucket/shard (bucket 4·10⁷ · 4 B), is exposed; the rest runs beside the last micro-batch's
+/// backward and recompute W (the JSON's backward + recompute over the micro-batches), a
+/// bulk window: exposed `max(0, C − W − κ·min(C, W))` with C = AR − last.
+/// - At sequence 8192 W is far longer than C: exposed = last.
+/// - At sequence 128 with full recomputation W is shorter: exposed = last + C − W − κ·W.
+/// - Without DP overlap all of AR is exposed.
+/// - With one replica (`--hsdp 16`, FSDP over all 16) there is no replica all-reduce: the
+///   DP bytes are FSDP's.
+#[test]
+fn hsdp_replica_all_reduce_by_hand() {
+    let shard = 4.0 * 8_030_261_248.0 / 8.0;
+    let ar = 28e-6 + shard / 47e9;
+    let last = ar * 1.6e8 / shard;
+    let replica = |extra: &[&str]| {
+        let mut a = vec![
+            "estimate",
+            "--model",
+            "llama3-8b",
+            "--system",
+            "dgx-h100",
+            "--gpus",
+            "16",
+            "--zero",
+            "3",
+            "--fsdp",
+            "--global-batch",
+            "32",
+            "--optimizer",
+            "adam-fp32-grads",
+        ];
+        a.extend_from_slice(extra);
+        let v = common::json(&a);
+        let t = &v["time_breakdown"];
+        let m = v["plan"]["micro_batches"].as_f64().unwrap();
+        let w = (t["backward_s"].as_f64().unwrap() + t["recompute_s"].as_f64().unwrap()) / m;
+        let text = common::text(&[&a[..], &["--explain"]].concat());
+        let line = text
+            .lines()
+            .find(|l| l.contains("HSDP replicas"))
+            .map(str::to_string);
+        (v, w, line)
+    };
+    let exposed = |line: &Option<String>| {
+        let l = line.as_ref().expect("an HSDP replicas line");
+        common::micros(&l.replace(" in all", ""), "→ exposed") * 1e-6
+    };
+    let (_, w, line) = replica(&["--hsdp", "8"]);
+    assert!(w > ar, "{w}");
+    close(exposed(&line), last, 2e-3, "long window: the last bucket");
+    let (_, w, line) = replica(&["--hsdp", "8", "--seq-len", "128", "--recompute", "full"]);
+    let c = ar - last;
+    assert!(w < c, "{w}");
+    close(
+        exposed(&line),
+        last + c - w - KAPPA * w,
+        2e-3,
+        "short window",
+    );
+    let (_, _, line) = replica(&["--hsdp", "8", "--dp-overlap", "false"]);
+    close(exposed(&line), ar, 2e-3, "no overlap");
+    let (one, _, line) = replica(&["--hsdp", "16"]);
+    assert!(line.is_none());
+    let (fsdp, _, _) = replica(&[]);
+    let bytes = |v: &serde_json::Value| {
+        v["time_breakdown"]["communication"]["dp"]["bytes_per_device"]
+            .as_f64()
+            .unwrap()
+    };
+    assert_eq!(bytes(&one), bytes(&fsdp));
 }

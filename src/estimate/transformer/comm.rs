@@ -332,10 +332,28 @@ pub(super) fn zero3<T: Trace>(
         None
     };
     let dp = groups.as_ref().map_or(c.grad_span, |g| &g.0);
-    let (replica, replica_bytes) = match &groups {
+    let rr = match &groups {
         Some((_, r)) => super::hsdp::replica_reduce(c, r, params * g, worst)?,
-        None => (Overlap::default(), 0.0),
+        None => super::hsdp::ReplicaReduce::default(),
     };
+    if let Some((_, r)) = &groups
+        && r.size > 1
+    {
+        tr.line(|| {
+            format!(
+                "HSDP replicas: all-reduce of the gradient shard {} over {} replicas AR = {}; last bucket AR·min(bucket/shard, 1) = {} exposed; AR − last beside the last micro-batch's backward + recompute {} (bulk, κ = {}) → exposed {} in all, hidden {}",
+                Bytes::new(rr.bytes),
+                r.size,
+                rr.ar,
+                rr.last,
+                rr.window,
+                c.kappa,
+                rr.w.exposed,
+                rr.w.hidden
+            )
+        });
+    }
+    let (replica, replica_bytes) = (rr.w, rr.bytes);
     let pl = c.layer_params;
     let outside = (params - nb.layers * pl).max(0.0);
     // Collectives per layer: ⌈P_l·g / bucket⌉ with the bucket given, else one per layer
