@@ -100,3 +100,46 @@ fn optimizer_line_shows_its_bytes_per_parameter() {
         assert_eq!(common::json(&base)["plan"]["optimizer"], opt);
     }
 }
+
+/// The direct algorithm writes its hop count as a Ring block routes it (⌊p/2⌋ hops to the
+/// farthest peer) and as one hop elsewhere: on a Ring of 4, all-reduce's latency is
+/// 2⌊p/2⌋·α = 4 µs and all-to-all's ⌊p/2⌋·α = 2 µs; through a Switch of 4 they are 2·α and
+/// 1·α. (Found by cargo-mutants: the Ring test of `direct.rs` was read by nothing.)
+#[test]
+fn direct_algorithm_explains_its_hops_per_block() {
+    for (op, topology, form) in [
+        (
+            "all-reduce",
+            "ring(4, 100GB/s, 1us)",
+            "latency  = 2⌊p/2⌋·α = 4 × 1 us = 4 us",
+        ),
+        (
+            "all-to-all",
+            "ring(4, 100GB/s, 1us)",
+            "latency  = ⌊p/2⌋·α = 2 × 1 us = 2 us",
+        ),
+        (
+            "all-reduce",
+            "switch(4, 100GB/s, 1us)",
+            "latency  = 2·α = 2 × 1 us = 2 us",
+        ),
+        (
+            "all-to-all",
+            "switch(4, 100GB/s, 1us)",
+            "latency  = 1·α = 1 × 1 us = 1 us",
+        ),
+    ] {
+        let out = text(&[
+            "collective",
+            op,
+            "--size",
+            "1MiB",
+            "--topology",
+            topology,
+            "--algorithm",
+            "direct",
+            "--explain",
+        ]);
+        assert!(out.contains(form), "{op} on {topology}:\n{out}");
+    }
+}
