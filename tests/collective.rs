@@ -418,6 +418,18 @@ fn collective_auto_picks_the_fastest() {
     let t = Topology::parse(SI).unwrap();
     let r = collective::time(AllReduce, Bytes::new(N), t.dims(), &Options::default()).unwrap();
     assert_eq!(r.phases()[0].algorithm, InNetwork);
+    // The baseline schedule (every algorithm that applies is a candidate) finds it too.
+    let baseline = Options {
+        schedule: astrolabe::collective::Schedule::Baseline,
+        ..Options::default()
+    };
+    let r = collective::time(AllReduce, Bytes::new(N), t.dims(), &baseline).unwrap();
+    assert_eq!(r.phases()[0].algorithm, InNetwork);
+    assert_relative_eq!(
+        r.total.get(),
+        2.0 * 2e-6 + 1.125 * N / 2e11,
+        max_relative = 1e-9
+    );
     // Tiny messages on a ring: direct's 4 hops beat ring's 7 steps (baseline schedule,
     // every algorithm a candidate).
     let t = Topology::parse(R).unwrap();
