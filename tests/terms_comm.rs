@@ -203,23 +203,7 @@ fn cp_all_to_all_exchanges_qkv_and_the_output() {
 /// transfers longer than their windows, so the split depends on the window.
 #[test]
 fn cp_ring_transfers_run_beside_one_blocks_attention() {
-    let v = common::json(&[
-        "estimate",
-        "--model",
-        "llama3-8b",
-        "--system",
-        "dgx-h100",
-        "--gpus",
-        "16",
-        "--tp",
-        "8",
-        "--cp",
-        "2",
-        "--seq-len",
-        "1024",
-        "--global-batch",
-        "1",
-    ]);
+    let v = cp2_across_two_dgx(&[]);
     let f = 2.0 * 4.0 * 512.0 * 1024.0 * 256.0 * 0.5;
     let ramp = 512.0 / (512.0 + 384.0);
     let att_f = f / (989e12 * 0.34 * ramp) + 8e-6;
@@ -257,25 +241,7 @@ fn cp_ring_transfers_run_beside_one_blocks_attention() {
 /// all exposed.
 #[test]
 fn cp_all_to_all_with_tp_moves_the_tp_share() {
-    let v = common::json(&[
-        "estimate",
-        "--model",
-        "llama3-8b",
-        "--system",
-        "dgx-h100",
-        "--gpus",
-        "16",
-        "--tp",
-        "8",
-        "--cp",
-        "2",
-        "--cp-kind",
-        "a2a",
-        "--seq-len",
-        "1024",
-        "--global-batch",
-        "1",
-    ]);
+    let v = cp2_across_two_dgx(&["--cp-kind", "a2a"]);
     let a2a = |bytes: f64| 14e-6 + bytes / 2.0 / 47e9;
     let pass = a2a(512.0 * 768.0 * 2.0) + a2a(512.0 * 512.0 * 2.0);
     let cp = &v["time_breakdown"]["communication"]["cp"];
@@ -291,4 +257,23 @@ fn cp_all_to_all_with_tp_moves_the_tp_share() {
         1e-9,
         "Ulysses bytes",
     );
+}
+
+/// Llama 3 8B on 16 H100s (two DGX nodes), TP 8 and CP 2, one sequence of 1024, with
+/// `extra`: the estimate's JSON.
+fn cp2_across_two_dgx(extra: &[&str]) -> serde_json::Value {
+    let mut a = vec![
+        "--gpus",
+        "16",
+        "--tp",
+        "8",
+        "--cp",
+        "2",
+        "--seq-len",
+        "1024",
+        "--global-batch",
+        "1",
+    ];
+    a.extend_from_slice(extra);
+    common::json(&common::llama8b_args("estimate", &a))
 }

@@ -400,22 +400,20 @@ fn hsdp_replica_all_reduce_by_hand() {
     let ar = 28e-6 + shard / 47e9;
     let last = ar * 1.6e8 / shard;
     let replica = |extra: &[&str]| {
-        let mut a = vec![
+        let mut a = common::llama8b_args(
             "estimate",
-            "--model",
-            "llama3-8b",
-            "--system",
-            "dgx-h100",
-            "--gpus",
-            "16",
-            "--zero",
-            "3",
-            "--fsdp",
-            "--global-batch",
-            "32",
-            "--optimizer",
-            "adam-fp32-grads",
-        ];
+            &[
+                "--gpus",
+                "16",
+                "--zero",
+                "3",
+                "--fsdp",
+                "--global-batch",
+                "32",
+                "--optimizer",
+                "adam-fp32-grads",
+            ],
+        );
         a.extend_from_slice(extra);
         let v = common::json(&a);
         let t = &v["time_breakdown"];

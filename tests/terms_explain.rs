@@ -81,19 +81,10 @@ fn optimizer_line_shows_its_bytes_per_parameter() {
         ("adam", "6 + 2·12 + 3·2 = 36 B"),
         ("adam-bf16-moments", "6 + 2·8 + 3·4 = 34 B"),
     ] {
-        let base = [
+        let base = common::llama8b_args(
             "estimate",
-            "--model",
-            "llama3-8b",
-            "--system",
-            "dgx-h100",
-            "--gpus",
-            "8",
-            "--tp",
-            "2",
-            "--optimizer",
-            opt,
-        ];
+            &["--gpus", "8", "--tp", "2", "--optimizer", opt],
+        );
         let out = text(&[&base[..], &["--explain"]].concat());
         let line = out.lines().find(|l| l.contains("optimizer:")).unwrap();
         assert!(line.contains(form), "{opt}: {line}");

@@ -82,24 +82,21 @@ pub fn ok(args: &[&str]) -> String {
     s
 }
 
+/// The arguments of `astrolabe {cmd}` on Llama 3 8B and the DGX H100 preset, followed by
+/// `extra`.
+pub fn llama8b_args<'a>(cmd: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
+    let mut args = vec![cmd, "--model", "llama3-8b", "--system", "dgx-h100"];
+    args.extend_from_slice(extra);
+    args
+}
+
 /// `astrolabe {cmd}` on Llama 3 8B and 8 H100 (one DGX) at a global batch of 64, the
 /// small run several tests share, followed by `extra`; with `--format json`, parsed.
 #[track_caller]
-#[allow(dead_code)]
 pub fn llama8b_on_dgx_h100(cmd: &str, extra: &[&str]) -> Value {
-    let mut args = vec![
-        cmd,
-        "--model",
-        "llama3-8b",
-        "--system",
-        "dgx-h100",
-        "--gpus",
-        "8",
-        "--global-batch",
-        "64",
-    ];
+    let mut args = vec!["--gpus", "8", "--global-batch", "64"];
     args.extend_from_slice(extra);
-    json(&args)
+    json(&llama8b_args(cmd, &args))
 }
 
 /// Runs with `--format json` (must succeed) and parses the output.
