@@ -438,7 +438,7 @@ pub(super) fn evaluate<T: Trace>(
         let (_, g, o) = plan.optimizer.bytes_per_param();
         format!(
             "optimizer: {params:.4e} parameters on this device; Adam over the local shard moves 6 + 2·o + 3·g = 6 + 2·{o} + 3·{g} = {} B per parameter (master, m and v read and written, the gradient read twice and zeroed, the 16-bit weight written) → {}",
-            6.0 + 2.0 * o + 3.0 * g,
+            state::adam_step_bytes(g, o),
             times.optimizer
         )
     });

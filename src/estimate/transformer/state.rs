@@ -137,7 +137,12 @@ pub(super) fn optimizer_time(c: &Ctx, trainable: f64, params: f64) -> Seconds {
     } else {
         0.0
     };
-    c.mem(local * (6.0 + 2.0 * o + 3.0 * g + unscale) + recast, 8.0)
+    c.mem(local * (adam_step_bytes(g, o) + unscale) + recast, 8.0)
+}
+
+/// Bytes per parameter Adam's step moves over its shard, `6 + 2o + 3g` ([`optimizer_time`]).
+pub(super) fn adam_step_bytes(g: f64, o: f64) -> f64 {
+    6.0 + 2.0 * o + 3.0 * g
 }
 
 /// Memory of the stage with the most activations: the first stage holds `in_flight`
