@@ -454,3 +454,44 @@ fn hsdp_replica_all_reduce_by_hand() {
     };
     assert_eq!(bytes(&one), bytes(&fsdp));
 }
+
+/// Each end of a pipeline holds one `V·h` matrix: the first stage the word embedding (with
+/// the learned positions and, as the crate counts it, the final norm), the last the output
+/// layer, whether the head is tied to the embedding or not (Megatron-core's
+/// `setup_embeddings_and_output_layer`: a tied model keeps a copy on the last stage). The
+/// term-test model with a 32,768 vocabulary (the `V·h` matrix is 8 % of a stage) on PP 2,
+/// 8 layers a stage, no data parallelism: the device with the most holds
+/// `8·(12h² + 13h) + V·h + s·h + 2h` parameters, 2 B each as the bf16 weight and the Adam
+/// step moves 36 B of each (`optimizer_step_is_a_memory_bound_pass_over_the_shard`).
+#[test]
+fn one_embedding_matrix_on_each_end_of_the_pipeline() {
+    let vocab = 32768.0;
+    let stage = 8.0 * layer_params() + vocab * H + S * H + 2.0 * H;
+    for tied in [true, false] {
+        let text = terms_support::MODEL.replace("vocab = 128", "vocab = 32768")
+            + &format!("tied_embeddings = {tied}\n");
+        let spec: astrolabe::model::ModelSpec =
+            astrolabe::catalog::parse_toml(&text, std::path::Path::new("untied.toml")).unwrap();
+        let m = astrolabe::model::Model::from_spec(spec).unwrap();
+        let e = run(
+            &m,
+            &system("switch(2, 100GB/s, 1us)"),
+            PlanSpec {
+                gpus: Some(2),
+                pp: 2,
+                micro_batch: 1,
+                global_batch: Some(4),
+                flash_attention: true,
+                ..PlanSpec::default()
+            },
+        );
+        let what = format!("tied = {tied}");
+        close(e.memory.weights.get(), 2.0 * stage, 1e-9, &what);
+        close(
+            e.time.optimizer.get(),
+            stage * 36.0 / (2039e9 * 0.7) + 8.0 * 4e-6,
+            1e-9,
+            &what,
+        );
+    }
+}

@@ -9,8 +9,15 @@ use crate::parallel::Plan;
 use crate::units::Seconds;
 
 /// Parameters held by the device of the stage with the most: its layers (experts
-/// divided by EP) split over TP, plus the embedding (V·h/t) on the first and, untied or
-/// with tied weights and p > 1, the output head on the last.
+/// divided by EP) split over TP, plus the input embedding (`V·h/t`, with learned
+/// positions and the final norm) on the first stage and the output head (`V·h/t`) on the
+/// last. With p > 1 each end holds one `V·h` matrix whether the weights are tied or not:
+/// Megatron-core builds the word embedding on the first stage and the output layer on the
+/// last (a tied model keeps a copy there whose gradient it all-reduces with the first's;
+/// `language_module.py`, `setup_embeddings_and_output_layer`, in
+/// `megatron/core/models/common/language_module/`).
+/// `embedding_params` counts the untied head beside the input embedding, so with p = 1
+/// it is all on the one stage.
 pub(super) fn stage_params(m: &Transformer, plan: &Plan) -> f64 {
     let st = plan.stages;
     let t = plan.tp as f64;
@@ -19,8 +26,9 @@ pub(super) fn stage_params(m: &Transformer, plan: &Plan) -> f64 {
     if plan.pp == 1 {
         return st.first as f64 * layer / t + emb;
     }
-    let head = if m.tied { m.v * m.h / t } else { emb };
-    let first = st.first as f64 * layer / t + emb;
+    let head = m.v * m.h / t;
+    let input = if m.tied { emb } else { emb - head };
+    let first = st.first as f64 * layer / t + input;
     let last = st.last as f64 * layer / t + head;
     first.max(last).max(st.mid_max as f64 * layer / t)
 }
