@@ -44,6 +44,8 @@ struct Run {
     precision: Option<String>,
     step_time_s: Option<f64>,
     tflops_per_gpu: Option<f64>,
+    /// The row's software and derivations (the container, the table it comes from).
+    notes: String,
 }
 
 /// NVIDIA's H100 launcher script of a NeMo 24.07 fine-tuning row
@@ -422,6 +424,15 @@ fn nemo_fine_tuning_rows_take_their_launcher_script() {
     assert_eq!(vp("LLAMA2-7B SFT"), None);
 }
 
+/// Runs whose software predates Megatron-core's ZeRO-2/3 (custom FSDP, February 2025): the
+/// NeMo 24.03 and 24.07 containers and Megatron-LM's weak-scaling table of July 2024
+/// (f2e5db402c, "New scaling figures on H100 GPUs").
+fn before_megatron_fsdp(r: &Run) -> bool {
+    r.notes.contains("NeMo 24.07")
+        || r.notes.contains("NeMo24.03")
+        || r.notes.contains("2024 weak-scaling table")
+}
+
 /// Issue 20's acceptance on this set: every pre-training row with a stated plan swept with
 /// the default grid, the row's model, system, GPUs, batch, sequence, precision and the
 /// switches its software lacked fixed (`common::sweep_args_of`); published time / the
@@ -443,6 +454,12 @@ fn default_sweep_best_vs_published() {
             // Megatron-LM in 2021 had neither the distributed optimizer nor selective
             // recomputation (Korthikanti et al. 2022 added it): the grid of its software.
             sweep.extend(["--zero", "0", "--recompute", "none,full"].map(String::from));
+        } else if before_megatron_fsdp(r) {
+            // Megatron-core sharded gradients and parameters (ZeRO-2/3) only from February
+            // 2025 (Megatron-LM d165a8548b, "MCore Customized FSDP"); the NeMo 24.03 and
+            // 24.07 containers and the July 2024 weak-scaling table ran the distributed
+            // optimizer (ZeRO-1) or none.
+            sweep.extend(["--zero", "0,1"].map(String::from));
         }
         let (best, plan) =
             common::default_sweep_best(&sweep).unwrap_or_else(|e| panic!("row {}: {e}", i + 2));
