@@ -8,29 +8,62 @@ use crate::model::Transformer;
 use crate::parallel::Plan;
 use crate::units::Seconds;
 
-/// Parameters held by the device of the stage with the most: its layers (experts
-/// divided by EP) split over TP, plus the input embedding (`V·h/t`, with learned
-/// positions and the final norm) on the first stage and the output head (`V·h/t`) on the
-/// last. With p > 1 each end holds one `V·h` matrix whether the weights are tied or not:
-/// Megatron-core builds the word embedding on the first stage and the output layer on the
-/// last (a tied model keeps a copy there whose gradient it all-reduces with the first's;
-/// `language_module.py`, `setup_embeddings_and_output_layer`, in
-/// `megatron/core/models/common/language_module/`).
-/// `embedding_params` counts the untied head beside the input embedding, so with p = 1
-/// it is all on the one stage.
+/// Parameters one device holds ([`held`]).
 pub(super) fn stage_params(m: &Transformer, plan: &Plan) -> f64 {
+    held(m, plan).0
+}
+
+/// What the busiest device holds, as (parameters, layers): the stage with the most, its
+/// layers (experts divided by EP) split over TP, plus the input embedding (`V·h/t`, with
+/// learned positions and the final norm) on the first stage and the output head (`V·h/t`)
+/// on the last. With p > 1 each end holds one `V·h` matrix whether the weights are tied or
+/// not: Megatron-core builds the word embedding on the first stage and the output layer on
+/// the last (a tied model keeps a copy there whose gradient it all-reduces with the
+/// first's; `language_module.py`, `setup_embeddings_and_output_layer`, in
+/// `megatron/core/models/common/language_module/`). `embedding_params` counts the untied
+/// head beside the input embedding, so with p = 1 it is all on the one stage.
+///
+/// DualPipe: device `i` holds stage `i` of one direction and stage `p − 1 − i` of the
+/// other (DeepSeek's DualPipe, `examples/example_dualpipe.py`; "parameter 2×", DeepSeek-V3
+/// report Table 2), so the busiest device holds the heavier of the pair of ends
+/// (`P_first + P_last`) and the busiest pair of middle stages
+/// ([`crate::parallel::Stages::dualpipe_mid_pair`] layers).
+pub(super) fn held(m: &Transformer, plan: &Plan) -> (f64, u32) {
     let st = plan.stages;
     let t = plan.tp as f64;
     let layer = layer_params(m, plan) * t;
     let emb = m.embedding_params / t;
     if plan.pp == 1 {
-        return st.first as f64 * layer / t + emb;
+        return (st.first as f64 * layer / t + emb, st.first);
     }
     let head = m.v * m.h / t;
     let input = if m.tied { emb } else { emb - head };
     let first = st.first as f64 * layer / t + input;
     let last = st.last as f64 * layer / t + head;
-    first.max(last).max(st.mid_max as f64 * layer / t)
+    if plan.schedule == crate::parallel::Schedule::DualPipe {
+        let pair = st.dualpipe_mid_pair();
+        let mid = pair as f64 * layer / t;
+        return if first + last >= mid {
+            (first + last, st.first + st.last)
+        } else {
+            (mid, pair)
+        };
+    }
+    let most = first.max(last).max(st.mid_max as f64 * layer / t);
+    (most, st.max_layers())
+}
+
+/// The share of the optimizer state a device keeps of the parameters it holds: under
+/// DualPipe with a distributed optimizer the two copies of each stage (on devices `i` and
+/// `p − 1 − i`) reduce their gradients together and shard one optimizer state, as two more
+/// data-parallel replicas would (an assumption: the report states only "parameter 2×";
+/// DeepSeek-V3 trained with ZeRO-1), ½; otherwise 1.
+pub(super) fn optimizer_share(plan: &Plan) -> f64 {
+    if plan.schedule == crate::parallel::Schedule::DualPipe && plan.pp > 1 && plan.zero >= 1 {
+        0.5
+    } else {
+        1.0
+    }
 }
 
 /// Parameters of one transformer layer on one device: attention, the local experts'
@@ -64,13 +97,13 @@ pub(super) fn routed_layer_params(m: &Transformer, plan: &Plan) -> f64 {
     }
 }
 
-/// Trainable routed-expert parameters of the stage with the most layers (none with LoRA:
-/// the adapters are dense).
+/// Trainable routed-expert parameters of the layers the busiest device holds ([`held`];
+/// none with LoRA: the adapters are dense).
 pub(super) fn routed_trainable(c: &Ctx) -> f64 {
     if c.plan.lora_rank > 0 {
         return 0.0;
     }
-    routed_layer_params(c.m, c.plan) * c.plan.stages.max_layers() as f64
+    routed_layer_params(c.m, c.plan) * held(c.m, c.plan).1 as f64
 }
 
 /// The ZeRO shard groups of a device's parameters: (dense, routed experts). The dense
@@ -128,7 +161,7 @@ pub(super) fn optimizer_time(c: &Ctx, trainable: f64, params: f64) -> Seconds {
         sharded(c, trainable)
     } else {
         trainable
-    };
+    } * optimizer_share(c.plan);
     // Low-precision weight copies are refreshed once per iteration (Transformer Engine
     // caches them across micro-batches): read 2 B, write the copies. With low-precision
     // parameters there is no 16-bit weight to read: the copies are written from the
@@ -163,12 +196,8 @@ pub(super) fn stage_memory(c: &Ctx, params: f64, trainable: f64, plan: &Plan) ->
     let dense = memory::model_states(trainable - routed, plan.optimizer, plan.zero, shard);
     let experts = memory::model_states(routed, plan.optimizer, plan.zero, edp);
     let mut states = [0, 1, 2].map(|i| dense[i] + experts[i]);
-    if plan.schedule == crate::parallel::Schedule::DualPipe {
-        // Two copies of the stage's parameters (stage i of one direction, p−1−i of the
-        // other) with their gradients; one optimizer state (DeepSeek-V3 report, Table 2).
-        states[0] *= 2.0;
-        states[1] *= 2.0;
-    }
+    // DualPipe: `params` are both stages' ([`held`]); their optimizer state is shared.
+    states[2] *= optimizer_share(plan);
     // Frozen (LoRA) weights: 16-bit, not sharded.
     states[0] += (params - trainable) * 2.0;
     // Low-precision weight copies: of every parameter, or under ZeRO-3 of the device's
