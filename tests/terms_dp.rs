@@ -495,3 +495,39 @@ fn one_embedding_matrix_on_each_end_of_the_pipeline() {
         );
     }
 }
+
+/// DualPipe's busiest device can hold two middle stages: the term-test model with 14
+/// layers on PP 4 splits 3, 4, 4, 3 (the extra layers go to the middle stages first), so
+/// device 1 holds stages 1 and 2, 8 layers of `12h² + 13h`, against the ends' 6 layers and
+/// the 128-token vocabulary. 2 B each as weight and gradient; ZeRO-1 on one replica: the
+/// two copies of each stage share one optimizer state, 12 B for half of them.
+#[test]
+fn dualpipe_device_can_hold_two_middle_stages() {
+    let text = terms_support::MODEL.replace("layers = 16", "layers = 14");
+    let spec: astrolabe::model::ModelSpec =
+        astrolabe::catalog::parse_toml(&text, std::path::Path::new("l14.toml")).unwrap();
+    let m = astrolabe::model::Model::from_spec(spec).unwrap();
+    let e = run(
+        &m,
+        &system("switch(4, 100GB/s, 1us)"),
+        PlanSpec {
+            gpus: Some(4),
+            pp: 4,
+            zero: 1,
+            schedule: astrolabe::parallel::Schedule::DualPipe,
+            micro_batch: 1,
+            global_batch: Some(8),
+            flash_attention: true,
+            ..PlanSpec::default()
+        },
+    );
+    let pair = 8.0 * layer_params();
+    close(e.memory.weights.get(), 2.0 * pair, 1e-9, "weights");
+    close(e.memory.gradients.get(), 2.0 * pair, 1e-9, "gradients");
+    close(
+        e.memory.optimizer.get(),
+        12.0 * pair / 2.0,
+        1e-9,
+        "optimizer",
+    );
+}

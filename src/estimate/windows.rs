@@ -109,6 +109,82 @@ pub fn chunked(comm: Seconds, compute: Seconds, n: f64, kappa: f64) -> Overlap {
     }
 }
 
+/// One MoE layer's compute on each side of its all-to-alls, for [`ep_pair`]: the part
+/// before the dispatch (`attn`: norm, attention, router, permute), the experts (`mlp`:
+/// their GEMMs, the activation, unpermute); backward the same parts, the experts'
+/// data-gradient (`mlp_dgrad`) and weight-gradient (`mlp_wgrad`) GEMMs apart.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct MoeParts {
+    pub attn_fwd: Seconds,
+    pub mlp_fwd: Seconds,
+    pub attn_bwd: Seconds,
+    pub mlp_dgrad: Seconds,
+    pub mlp_wgrad: Seconds,
+}
+
+impl MoeParts {
+    /// All of it, `G`.
+    pub fn total(&self) -> Seconds {
+        self.attn_fwd + self.mlp_fwd + self.attn_bwd + self.mlp_dgrad + self.mlp_wgrad
+    }
+}
+
+/// One layer of two micro-batches, the forward of one beside the backward of the other,
+/// as Megatron-core's 1F1B all-to-all overlap schedules it
+/// (`TransformerLayerSchedulePlan.run`, megatron/core/models/common/
+/// model_chunk_schedule_plan.py; the pairing of DeepSeek-V3's DualPipe, DeepSeek-AI 2024
+/// §3.2.1, Figure 4). Each all-to-all takes `a` (dispatch or combine, one direction); the
+/// communication stream and the compute stream run in three phases:
+///
+/// 1. combine (backward) ‖ attention forward: `T₁ = max(a, A_f')`;
+/// 2. dispatch (forward), then dispatch (backward) once the experts' data gradient is done
+///    ‖ experts' data gradient, weight gradient, then experts' forward once the forward
+///    dispatch is done: the dispatch ends at `D = max(a, M_d') + a`, the experts at
+///    `E = max(M_d' + M_w', a) + M_f'`;
+/// 3. combine (forward, after the experts) ‖ attention backward (after the backward
+///    dispatch), both from `max(D, E)`: `T₃ = max(D, E) + max(a, A_b')`.
+///
+/// Compute overlapped by a communication is slowed by κ (Lee et al. 2025): in each phase
+/// its parts stretch by `κ·min(C_p, G_p)/G_p` (`C_p` the phase's communication, `G_p` its
+/// compute). The pair takes `T₁ + T₃`; `exposed = T₁ + T₃ − G − slowdown` of the four
+/// all-to-alls (`4a`), `hidden = 4a − exposed`. With every part longer than the
+/// all-to-all beside it nothing is exposed and the slowdown is `κ·4a` ([`bulk`]'s); a
+/// pooled window would hide the all-to-alls whenever `4a < G`, which the phases do not.
+pub fn ep_pair(a: Seconds, g: MoeParts, kappa: f64) -> Overlap {
+    let zero = Seconds::ZERO;
+    let stretch = |comm: Seconds, parts: Seconds| {
+        if parts > zero {
+            1.0 + kappa * comm.min(parts).get() / parts.get()
+        } else {
+            1.0
+        }
+    };
+    let s1 = stretch(a, g.attn_fwd);
+    let t1 = a.max(g.attn_fwd * s1);
+    let s2 = stretch(a * 2.0, g.mlp_dgrad + g.mlp_wgrad + g.mlp_fwd);
+    let (md, mw, mf) = (g.mlp_dgrad * s2, g.mlp_wgrad * s2, g.mlp_fwd * s2);
+    let dispatch = a.max(md) + a;
+    let experts = (md + mw).max(a) + mf;
+    let s3 = stretch(a, g.attn_bwd);
+    let t3 = dispatch.max(experts) + a.max(g.attn_bwd * s3);
+    let slowdown = g.attn_fwd * (s1 - 1.0)
+        + (g.mlp_dgrad + g.mlp_wgrad + g.mlp_fwd) * (s2 - 1.0)
+        + g.attn_bwd * (s3 - 1.0);
+    let comm = a * 4.0;
+    let exposed = (t1 + t3 - g.total() - slowdown).max(zero).min(comm);
+    // The phases' sums round: a remainder below 10⁻⁹ of the pair is nothing exposed.
+    let exposed = if exposed.get() <= 1e-9 * (g.total() + comm).get() {
+        zero
+    } else {
+        exposed
+    };
+    Overlap {
+        exposed,
+        hidden: comm - exposed,
+        slowdown,
+    }
+}
+
 /// Interference of a collective whose kernels run only part of its time `T`: `κ_a = κ ·
 /// min(1, T_k / T)`, `T_k` = the time its kernels are busy. Interference comes from the
 /// collective's kernels holding SMs and HBM bandwidth while they run (Lee et al. 2025);
@@ -145,6 +221,50 @@ pub fn plus(a: &Busy, b: &Busy) -> Busy {
 
 #[cfg(test)]
 mod tests {
+    fn parts(af: f64, mf: f64, ab: f64, md: f64, mw: f64) -> MoeParts {
+        let t = Seconds::new;
+        MoeParts {
+            attn_fwd: t(af),
+            mlp_fwd: t(mf),
+            attn_bwd: t(ab),
+            mlp_dgrad: t(md),
+            mlp_wgrad: t(mw),
+        }
+    }
+
+    /// Every part longer than the all-to-all beside it: nothing exposed, each part slowed
+    /// by κ·a (phase 2 by κ·2a): the pooled window's κ·4a.
+    #[test]
+    fn ep_pair_hides_short_all_to_alls() {
+        let o = ep_pair(Seconds::new(1.0), parts(2.0, 3.0, 4.0, 1.5, 1.5), 0.2);
+        assert_eq!(o.exposed, Seconds::ZERO);
+        assert!((o.hidden.get() - 4.0).abs() < 1e-12);
+        assert!((o.slowdown.get() - 0.2 * 4.0).abs() < 1e-12);
+    }
+
+    /// By hand, κ = 0, a = 1: attention 0.2 forward and backward, the experts 3 forward,
+    /// 0.2 + 0.2 backward (G = 3.8 < 4a). Phase 1: max(1, 0.2) = 1. Phase 2: the
+    /// backward dispatch ends at max(1, 0.2) + 1 = 2, the experts' forward waits for the
+    /// forward dispatch and ends at max(0.4, 1) + 3 = 4. Phase 3: 4 + max(1, 0.2) = 5.
+    /// The pair takes 6: 2.2 exposed, where a pooled window of 4 against 3.8 leaves 0.2.
+    #[test]
+    fn ep_pair_by_hand() {
+        let o = ep_pair(Seconds::new(1.0), parts(0.2, 3.0, 0.2, 0.2, 0.2), 0.0);
+        assert!((o.exposed.get() - 2.2).abs() < 1e-12, "{o:?}");
+        assert!((o.hidden.get() - 1.8).abs() < 1e-12);
+        assert_eq!(o.slowdown, Seconds::ZERO);
+        let pooled = bulk(Seconds::new(4.0), Seconds::new(3.8), 0.0);
+        assert!((pooled.exposed.get() - 0.2).abs() < 1e-12);
+        // With κ = 0.5 phase 1 stretches attention to 0.3, phase 2 the experts by
+        // 0.5·2/3.4: 0.2588…, 3.882…; the forward experts end at 1 + 3.882 = 4.882,
+        // phase 3 at 4.882 + max(1, 0.3) = 5.882; slowdown 0.1 + 0.5·2 + 0.1 = 1.2;
+        // exposed 1 + 5.882 − 3.8 − 1.2 = 1.882.
+        let o = ep_pair(Seconds::new(1.0), parts(0.2, 3.0, 0.2, 0.2, 0.2), 0.5);
+        let mf = 3.0 * (1.0 + 0.5 * 2.0 / 3.4);
+        assert!((o.slowdown.get() - 1.2).abs() < 1e-12, "{o:?}");
+        assert!((o.exposed.get() - (1.0 + 1.0 + mf + 1.0 - 3.8 - 1.2)).abs() < 1e-12);
+    }
+
     use super::*;
     use approx::assert_relative_eq;
 

@@ -9,7 +9,7 @@ use super::{Block, Ctx, Part, Pass};
 use super::{lora, lowp};
 use crate::collective::Collective as C;
 use crate::error::Result;
-use crate::estimate::windows::{Overlap, bulk};
+use crate::estimate::windows::{MoeParts, Overlap, ep_pair};
 use crate::estimate::{Trace, coll};
 use crate::model::Split;
 use crate::parallel::{CrossEntropy, Recompute};
@@ -396,16 +396,16 @@ fn permute_bytes(c: &Ctx) -> (f64, f64) {
     (6.0 * m.top_k as f64 * th + 2.0 * th, 2.0)
 }
 
-/// The MoE all-to-alls of one layer's forward and backward (`2·a`, one pass each `a`).
-/// Without `ep_overlap` they sit between attention and the experts: exposed. With it,
-/// Megatron-core's 1F1B all-to-all overlap (`overlap_moe_expert_parallel_comm`; the
-/// scheme of DeepSeek-V3's DualPipe, DeepSeek-AI 2024 §3.2.1) runs one micro-batch's
-/// forward beside another's backward, so the layer's all-to-alls of both passes hide
-/// behind the compute of both: a bulk window (`windows::bulk`) of `2·a` against
-/// `F + B`, split evenly over the two passes.
-fn ep_window(c: &Ctx, a: Seconds, f: Seconds, b: Seconds) -> Overlap {
+/// The MoE all-to-alls of one layer's forward and backward (`2·a`, one pass each `a`:
+/// dispatch and combine of `a/2` each). Without `ep_overlap` they sit between attention
+/// and the experts: exposed. With it, Megatron-core's 1F1B all-to-all overlap
+/// (`overlap_moe_expert_parallel_comm`; the scheme of DeepSeek-V3's DualPipe, DeepSeek-AI
+/// 2024 §3.2.1) runs one micro-batch's forward beside another's backward, each all-to-all
+/// beside the part of the other pass its schedule pairs it with (`windows::ep_pair`),
+/// split evenly over the two passes.
+fn ep_window(c: &Ctx, a: Seconds, parts: MoeParts) -> Overlap {
     if c.plan.ep_overlap || c.plan.schedule == crate::parallel::Schedule::DualPipe {
-        bulk(a * 2.0, f + b, c.kappa)
+        ep_pair(a * 0.5, parts, c.kappa)
     } else {
         Overlap::exposed(a * 2.0)
     }
@@ -594,7 +594,35 @@ pub(super) fn layer<T: Trace>(c: &Ctx, tr: &mut T) -> Result<(Block, TpWindows)>
     };
     // The busiest EP rank sends and receives the imbalance times the mean.
     let (ep1, ep_b1) = (ep1 * c.plan.moe_imbalance, ep_b1 * c.plan.moe_imbalance);
-    let ep = ep_window(c, ep1, lin_f + att_f + mem_f, lin_b + att_b + mem_b);
+    // The memory-bound passes on each side of the all-to-alls: before the dispatch the
+    // first norm and residual add, rotary, QK-norm and the permutation; after it the
+    // second norm and residual add, the activation and the un-permutation.
+    let attn_side = |norm: f64, rope_b: f64, qkn_b: f64| {
+        c.rep * halves * norm / 2.0 + rope_b * rope + qkn_b * qkn + perm / 2.0
+    };
+    let share = |side: f64, all: f64| if all > 0.0 { side / all } else { 0.0 };
+    let s_f = share(
+        attn_side(4.0 + bda_f, 4.0, 4.0),
+        c.rep * halves * (4.0 + bda_f) + act * act_f + 4.0 * rope + 4.0 * qkn + perm,
+    );
+    let s_b = share(
+        attn_side(6.0 + bda_b + 6.0, 4.0, 6.0) + bias_grads / 2.0,
+        c.rep * halves * (6.0 + bda_b + 6.0)
+            + act * act_b
+            + bias_grads
+            + 4.0 * rope
+            + 6.0 * qkn
+            + perm,
+    );
+    let sum2 = |a: &[Seconds; 4], i: usize| a[i] + a[i + 1];
+    let parts = MoeParts {
+        attn_fwd: sum2(&lin.fwd, 0) + lin.router.0 + att_f + mem_f * s_f,
+        mlp_fwd: sum2(&lin.fwd, 2) + mem_f * (1.0 - s_f),
+        attn_bwd: sum2(&lin.dgrad, 0) + sum2(&lin.wgrad, 0) + lin.router.1 + att_b + mem_b * s_b,
+        mlp_dgrad: sum2(&lin.dgrad, 2) + mem_b * (1.0 - s_b),
+        mlp_wgrad: sum2(&lin.wgrad, 2),
+    };
+    let ep = ep_window(c, ep1, parts);
     let fwd = Pass {
         gemm: lin_f + att_f,
         mem: mem_f + lin.cast.0,
@@ -662,8 +690,8 @@ pub(super) fn layer<T: Trace>(c: &Ctx, tr: &mut T) -> Result<(Block, TpWindows)>
             Bytes::new(tp.bytes.0),
             if c.plan.ep_overlap || c.plan.schedule == crate::parallel::Schedule::DualPipe {
                 format!(
-                    "beside another micro-batch's layer (ep_overlap or dualpipe): bulk window of 2 × {ep1} against forward + backward compute → exposed {}, hidden {}, slowdown {}",
-                    ep.exposed, ep.hidden, ep.slowdown
+                    "beside another micro-batch's layer (ep_overlap or dualpipe), four all-to-alls of a = {} each in three phases: combine‖attention fwd {}, dispatch fwd, bwd‖experts dgrad {} + wgrad {} + fwd {}, combine‖attention bwd {} → exposed {}, hidden {}, slowdown {}",
+                    ep1 * 0.5, parts.attn_fwd, parts.mlp_dgrad, parts.mlp_wgrad, parts.mlp_fwd, parts.attn_bwd, ep.exposed, ep.hidden, ep.slowdown
                 )
             } else {
                 "exposed (no schedule overlaps it: dispatch and combine sit between attention and the experts)".to_string()
