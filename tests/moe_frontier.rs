@@ -215,6 +215,28 @@ fn dualpipe_bubble_and_memory_by_hand() {
     );
 }
 
+/// DualPipe with routed experts: Qwen3-30B-A3B (48 layers, 128 experts of width 768 on
+/// h = 2048, SwiGLU) on 8 H100, PP 4 (12 layers a stage), DP 2, EP 2: device 0 holds the
+/// first and the last stage (24 layers, the embedding and the head outweigh no middle
+/// pair), and of each layer its 64 local experts, `64·3·2048·768` routed parameters. The
+/// distributed optimizer shards the dense ones over DP 2 and the routed ones over
+/// expert-DP 1, and the two copies of each stage share one state: `12·½·((P − R)/2 + R) =
+/// 3P + 3R` bytes against `2P` of bf16 weights, so `(optimizer − 1.5·weights)/3 = R =
+/// 24·64·3·2048·768`.
+#[test]
+fn dualpipe_routed_experts_shard_over_expert_dp() {
+    let v = estimate_json(&cli(
+        "estimate --model qwen3-30b-a3b --system dgx-h100 --gpus 8 --pp 4 --ep 2 --etp 1 --zero 1 --global-batch 16 --schedule dualpipe --cuda-graphs full",
+    ));
+    let mem = |k: &str| v["memory_breakdown"][k].as_f64().unwrap();
+    let routed = 24.0 * 64.0 * 3.0 * 2048.0 * 768.0;
+    approx::assert_relative_eq!(
+        (mem("optimizer_states_bytes") - 1.5 * mem("weights_bytes")) / 3.0,
+        routed,
+        max_relative = 1e-9
+    );
+}
+
 /// DeepSeek-V3 as DeepSeek trained it (DeepSeek-AI 2024, DeepSeek-V3 technical report:
 /// 2,048 H800, PP 16 with DualPipe, EP 64 over 8 nodes, ZeRO-1, FP8, sequence 4,096, batch
 /// 15,360 sequences; node-limited routing to 4 nodes and hierarchical IB-then-NVLink

@@ -530,4 +530,24 @@ fn dualpipe_device_can_hold_two_middle_stages() {
         1e-9,
         "optimizer",
     );
+    // 1F1B on the same split: the busiest device is a middle one, 4 layers.
+    let one = run(
+        &m,
+        &system("switch(4, 100GB/s, 1us)"),
+        PlanSpec {
+            gpus: Some(4),
+            pp: 4,
+            zero: 1,
+            micro_batch: 1,
+            global_batch: Some(8),
+            flash_attention: true,
+            ..PlanSpec::default()
+        },
+    );
+    close(
+        one.memory.weights.get(),
+        2.0 * 4.0 * layer_params(),
+        1e-9,
+        "1F1B weights",
+    );
 }
