@@ -530,6 +530,14 @@ fn dualpipe_device_can_hold_two_middle_stages() {
         1e-9,
         "optimizer",
     );
+    // Its Adam step covers its half of the shared state: 36 B per parameter of pair/2
+    // (`optimizer_step_is_a_memory_bound_pass_over_the_shard`).
+    close(
+        e.time.optimizer.get(),
+        pair / 2.0 * 36.0 / (2039e9 * 0.7) + 8.0 * 4e-6,
+        1e-9,
+        "optimizer step",
+    );
     // 1F1B on the same split: the busiest device is a middle one, 4 layers.
     let one = run(
         &m,

@@ -59,7 +59,8 @@ pub(super) fn held(m: &Transformer, plan: &Plan) -> (f64, u32) {
 /// data-parallel replicas would (an assumption: the report states only "parameter 2×";
 /// DeepSeek-V3 trained with ZeRO-1), ½; otherwise 1.
 pub(super) fn optimizer_share(plan: &Plan) -> f64 {
-    if plan.schedule == crate::parallel::Schedule::DualPipe && plan.pp > 1 && plan.zero >= 1 {
+    // DualPipe needs an even pp (the plan refuses pp = 1).
+    if plan.schedule == crate::parallel::Schedule::DualPipe && plan.zero >= 1 {
         0.5
     } else {
         1.0
