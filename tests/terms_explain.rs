@@ -134,3 +134,32 @@ fn direct_algorithm_explains_its_hops_per_block() {
         assert!(out.contains(form), "{op} on {topology}:\n{out}");
     }
 }
+
+/// With the EP overlap the explain line writes the three phases with their numbers
+/// (`windows::ep_pair`): the pair's parts, T₁, D, E, T₃ and the exposed remainder; without
+/// it the all-to-alls are exposed and it says why.
+#[test]
+fn ep_overlap_line_shows_its_phases() {
+    let run = |overlap: &str| {
+        let args: Vec<&str> = "estimate --model qwen3-30b-a3b --system dgx-h100 --gpus 16 --ep 16 --etp 1 --global-batch 64 --cuda-graphs full --explain --ep-overlap"
+            .split(' ')
+            .chain([overlap])
+            .collect();
+        let out = text(&args);
+        out.lines()
+            .find(|l| l.contains("EP all-to-all"))
+            .unwrap()
+            .to_string()
+    };
+    let on = run("true");
+    for part in [
+        "T₁ = max(a, A_f') = ",
+        "D = max(a, M_d') + a = ",
+        "E = max(M_d' + M_w', a) + M_f' = ",
+        "T₃ = max(D, E) + max(a, A_b') = ",
+        "exposed T₁ + T₃ − G − slowdown = ",
+    ] {
+        assert!(on.contains(part), "{part}: {on}");
+    }
+    assert!(run("false").contains("exposed (no schedule overlaps it"));
+}

@@ -151,6 +151,11 @@ impl MoeParts {
 /// all-to-all beside it nothing is exposed and the slowdown is `κ·4a` ([`bulk`]'s); a
 /// pooled window would hide the all-to-alls whenever `4a < G`, which the phases do not.
 pub fn ep_pair(a: Seconds, g: MoeParts, kappa: f64) -> Overlap {
+    ep_pair_phases(a, g, kappa).0
+}
+
+/// [`ep_pair`] with its phases for `--explain`: `[T₁, D, E, T₃]`.
+pub fn ep_pair_phases(a: Seconds, g: MoeParts, kappa: f64) -> (Overlap, [Seconds; 4]) {
     let zero = Seconds::ZERO;
     let stretch = |comm: Seconds, parts: Seconds| {
         if parts > zero {
@@ -178,11 +183,12 @@ pub fn ep_pair(a: Seconds, g: MoeParts, kappa: f64) -> Overlap {
     } else {
         exposed
     };
-    Overlap {
+    let o = Overlap {
         exposed,
         hidden: comm - exposed,
         slowdown,
-    }
+    };
+    (o, [t1, dispatch, experts, t3])
 }
 
 /// Interference of a collective whose kernels run only part of its time `T`: `κ_a = κ ·

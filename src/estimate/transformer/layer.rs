@@ -9,7 +9,7 @@ use super::{Block, Ctx, Part, Pass};
 use super::{lora, lowp};
 use crate::collective::Collective as C;
 use crate::error::Result;
-use crate::estimate::windows::{MoeParts, Overlap, ep_pair};
+use crate::estimate::windows::{MoeParts, Overlap, ep_pair, ep_pair_phases};
 use crate::estimate::{Trace, coll};
 use crate::model::Split;
 use crate::parallel::{CrossEntropy, Recompute};
@@ -689,9 +689,11 @@ pub(super) fn layer<T: Trace>(c: &Ctx, tr: &mut T) -> Result<(Block, TpWindows)>
             tp.fwd.exposed + tp.fwd.hidden,
             Bytes::new(tp.bytes.0),
             if c.plan.ep_overlap || c.plan.schedule == crate::parallel::Schedule::DualPipe {
+                let a = ep1 * 0.5;
+                let (_, ph) = ep_pair_phases(a, parts, c.kappa);
                 format!(
-                    "beside another micro-batch's layer (ep_overlap or dualpipe), four all-to-alls of a = {} each in three phases: combine‖attention fwd {}, dispatch fwd, bwd‖experts dgrad {} + wgrad {} + fwd {}, combine‖attention bwd {} → exposed {}, hidden {}, slowdown {}",
-                    ep1 * 0.5, parts.attn_fwd, parts.mlp_dgrad, parts.mlp_wgrad, parts.mlp_fwd, parts.attn_bwd, ep.exposed, ep.hidden, ep.slowdown
+                    "beside another micro-batch's layer (ep_overlap or dualpipe), four all-to-alls of a = {a} each in three phases (A_f = {}, M_d = {}, M_w = {}, M_f = {}, A_b = {}; ' = stretched by κ = {} where overlapped): T₁ = max(a, A_f') = {}; dispatches end at D = max(a, M_d') + a = {}, experts at E = max(M_d' + M_w', a) + M_f' = {}; T₃ = max(D, E) + max(a, A_b') = {} → exposed T₁ + T₃ − G − slowdown = {}, hidden {}, slowdown {}",
+                    parts.attn_fwd, parts.mlp_dgrad, parts.mlp_wgrad, parts.mlp_fwd, parts.attn_bwd, c.kappa, ph[0], ph[1], ph[2], ph[3], ep.exposed, ep.hidden, ep.slowdown
                 )
             } else {
                 "exposed (no schedule overlaps it: dispatch and combine sit between attention and the experts)".to_string()
