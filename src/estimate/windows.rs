@@ -248,6 +248,18 @@ mod tests {
         assert!((o.slowdown.get() - 0.2 * 4.0).abs() < 1e-12);
     }
 
+    /// A layer with nothing before its dispatch (an attention-less block) stretches no
+    /// empty part: κ = 0.5, a = 1, experts 3 forward and 0.2 + 0.2 backward. T₁ = a = 1;
+    /// phase 2 stretches the experts by 0.5·2/3.4 (slowdown 1): E = 1 + 3·(1 + 1/3.4),
+    /// T₃ = E + max(1, 0); exposed = 1 + E + 1 − 3.4 − 1.
+    #[test]
+    fn ep_pair_without_attention_parts() {
+        let o = ep_pair(Seconds::new(1.0), parts(0.0, 3.0, 0.0, 0.2, 0.2), 0.5);
+        let e = 1.0 + 3.0 * (1.0 + 1.0 / 3.4);
+        assert!((o.slowdown.get() - 1.0).abs() < 1e-12, "{o:?}");
+        assert!((o.exposed.get() - (2.0 + e - 4.4)).abs() < 1e-12, "{o:?}");
+    }
+
     /// By hand, κ = 0, a = 1: attention 0.2 forward and backward, the experts 3 forward,
     /// 0.2 + 0.2 backward (G = 3.8 < 4a). Phase 1: max(1, 0.2) = 1. Phase 2: the
     /// backward dispatch ends at max(1, 0.2) + 1 = 2, the experts' forward waits for the
