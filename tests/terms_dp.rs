@@ -26,6 +26,21 @@ fn dp_total(e: &Estimate) -> f64 {
     x.exposed.get() + x.hidden.get()
 }
 
+/// The term-test model with `from` replaced by `to` in its file and `extra` appended.
+fn variant(from: &str, to: &str, extra: &str) -> astrolabe::model::Model {
+    let text = terms_support::MODEL.replace(from, to) + extra;
+    let spec: astrolabe::model::ModelSpec =
+        astrolabe::catalog::parse_toml(&text, std::path::Path::new("variant.toml")).unwrap();
+    astrolabe::model::Model::from_spec(spec).unwrap()
+}
+
+/// Megatron's Adam step over `p` parameters on an A100 (bf16 gradients, fp32 states):
+/// 36 B each at 2039 GB/s × 0.7, 8 kernels of 4 µs
+/// (`optimizer_step_is_a_memory_bound_pass_over_the_shard`).
+fn adam36(p: f64) -> f64 {
+    p * 36.0 / (2039e9 * 0.7) + 8.0 * 4e-6
+}
+
 /// DP 4 on a 4-port switch (100 GB/s, 1 µs), m = 2 micro-batches of one sequence.
 fn dp4(zero: u8, overlap: bool) -> Estimate {
     run(
@@ -468,11 +483,11 @@ fn one_embedding_matrix_on_each_end_of_the_pipeline() {
     let vocab = 32768.0;
     let stage = 8.0 * layer_params() + vocab * H + S * H + 2.0 * H;
     for tied in [true, false] {
-        let text = terms_support::MODEL.replace("vocab = 128", "vocab = 32768")
-            + &format!("tied_embeddings = {tied}\n");
-        let spec: astrolabe::model::ModelSpec =
-            astrolabe::catalog::parse_toml(&text, std::path::Path::new("untied.toml")).unwrap();
-        let m = astrolabe::model::Model::from_spec(spec).unwrap();
+        let m = variant(
+            "vocab = 128",
+            "vocab = 32768",
+            &format!("tied_embeddings = {tied}\n"),
+        );
         let e = run(
             &m,
             &system("switch(2, 100GB/s, 1us)"),
@@ -487,12 +502,7 @@ fn one_embedding_matrix_on_each_end_of_the_pipeline() {
         );
         let what = format!("tied = {tied}");
         close(e.memory.weights.get(), 2.0 * stage, 1e-9, &what);
-        close(
-            e.time.optimizer.get(),
-            stage * 36.0 / (2039e9 * 0.7) + 8.0 * 4e-6,
-            1e-9,
-            &what,
-        );
+        close(e.time.optimizer.get(), adam36(stage), 1e-9, &what);
     }
 }
 
@@ -503,24 +513,25 @@ fn one_embedding_matrix_on_each_end_of_the_pipeline() {
 /// two copies of each stage share one optimizer state, 12 B for half of them.
 #[test]
 fn dualpipe_device_can_hold_two_middle_stages() {
-    let text = terms_support::MODEL.replace("layers = 16", "layers = 14");
-    let spec: astrolabe::model::ModelSpec =
-        astrolabe::catalog::parse_toml(&text, std::path::Path::new("l14.toml")).unwrap();
-    let m = astrolabe::model::Model::from_spec(spec).unwrap();
-    let e = run(
-        &m,
-        &system("switch(4, 100GB/s, 1us)"),
-        PlanSpec {
-            gpus: Some(4),
-            pp: 4,
-            zero: 1,
-            schedule: astrolabe::parallel::Schedule::DualPipe,
-            micro_batch: 1,
-            global_batch: Some(8),
-            flash_attention: true,
-            ..PlanSpec::default()
-        },
-    );
+    let m = variant("layers = 16", "layers = 14", "");
+    // PP 4 on 4 devices, ZeRO-1, 8 micro-batches of one sequence, on `schedule`.
+    let pp4 = |schedule| {
+        run(
+            &m,
+            &system("switch(4, 100GB/s, 1us)"),
+            PlanSpec {
+                gpus: Some(4),
+                pp: 4,
+                zero: 1,
+                schedule,
+                micro_batch: 1,
+                global_batch: Some(8),
+                flash_attention: true,
+                ..PlanSpec::default()
+            },
+        )
+    };
+    let e = pp4(astrolabe::parallel::Schedule::DualPipe);
     let pair = 8.0 * layer_params();
     close(e.memory.weights.get(), 2.0 * pair, 1e-9, "weights");
     close(e.memory.gradients.get(), 2.0 * pair, 1e-9, "gradients");
@@ -534,24 +545,12 @@ fn dualpipe_device_can_hold_two_middle_stages() {
     // (`optimizer_step_is_a_memory_bound_pass_over_the_shard`).
     close(
         e.time.optimizer.get(),
-        pair / 2.0 * 36.0 / (2039e9 * 0.7) + 8.0 * 4e-6,
+        adam36(pair / 2.0),
         1e-9,
         "optimizer step",
     );
     // 1F1B on the same split: the busiest device is a middle one, 4 layers.
-    let one = run(
-        &m,
-        &system("switch(4, 100GB/s, 1us)"),
-        PlanSpec {
-            gpus: Some(4),
-            pp: 4,
-            zero: 1,
-            micro_batch: 1,
-            global_batch: Some(8),
-            flash_attention: true,
-            ..PlanSpec::default()
-        },
-    );
+    let one = pp4(astrolabe::parallel::Schedule::OneFOneB);
     close(
         one.memory.weights.get(),
         2.0 * 4.0 * layer_params(),
