@@ -248,6 +248,18 @@ mod tests {
         assert!((o.slowdown.get() - 0.2 * 4.0).abs() < 1e-12);
     }
 
+    /// Attention forward longer than the combine beside it, the rest short: κ = 0.5,
+    /// a = 1, attention 2 forward and 0.2 backward, the experts 0.2, 0.2, 0.2. Phase 1
+    /// stretches attention by 0.5·1/2 to 2.5 = T₁; phase 2 the experts by 0.5·0.6/0.6 to
+    /// 0.3 each: D = max(1, 0.3) + 1 = 2, E = max(0.6, 1) + 0.3 = 1.3; phase 3 T₃ = 2 +
+    /// max(1, 0.3) = 3. Slowdown 0.5 + 0.3 + 0.1 = 0.9; exposed 5.5 − 2.8 − 0.9 = 1.8.
+    #[test]
+    fn ep_pair_long_attention_forward() {
+        let o = ep_pair(Seconds::new(1.0), parts(2.0, 0.2, 0.2, 0.2, 0.2), 0.5);
+        assert!((o.slowdown.get() - 0.9).abs() < 1e-12, "{o:?}");
+        assert!((o.exposed.get() - 1.8).abs() < 1e-12, "{o:?}");
+    }
+
     /// A layer with nothing before its dispatch (an attention-less block) stretches no
     /// empty part: κ = 0.5, a = 1, experts 3 forward and 0.2 + 0.2 backward. T₁ = a = 1;
     /// phase 2 stretches the experts by 0.5·2/3.4 (slowdown 1): E = 1 + 3·(1 + 1/3.4),
