@@ -260,6 +260,24 @@ mod tests {
         assert!((o.exposed.get() - 1.8).abs() < 1e-12, "{o:?}");
     }
 
+    /// Long experts' backward and attention backward: κ = 0.5, a = 1, attention 0.2
+    /// forward and 2 backward, the experts 0.2 forward, 1.5 + 1.5 backward. T₁ = 1 (0.3
+    /// beside it); phase 2 stretches the experts by 0.5·2/3.2 = 0.3125: 1.96875 each
+    /// backward, 0.2625 forward, so D = 1.96875 + 1 = 2.96875 and E = 3.9375 + 0.2625 = 4.2;
+    /// phase 3 stretches attention by 0.5·1/2 to 2.5: T₃ = 4.2 + 2.5 = 6.7. Slowdown 0.1 +
+    /// 1 + 0.5 = 1.6; exposed 1 + 6.7 − 5.4 − 1.6 = 0.7.
+    #[test]
+    fn ep_pair_long_backward() {
+        let o = ep_pair(Seconds::new(1.0), parts(0.2, 0.2, 2.0, 1.5, 1.5), 0.5);
+        assert!((o.slowdown.get() - 1.6).abs() < 1e-12, "{o:?}");
+        assert!((o.exposed.get() - 0.7).abs() < 1e-12, "{o:?}");
+        let (_, ph) = ep_pair_phases(Seconds::new(1.0), parts(0.2, 0.2, 2.0, 1.5, 1.5), 0.5);
+        let want = [1.0, 2.96875, 4.2, 6.7];
+        for (got, want) in ph.iter().zip(want) {
+            assert!((got.get() - want).abs() < 1e-12, "{ph:?}");
+        }
+    }
+
     /// A layer with nothing before its dispatch (an attention-less block) stretches no
     /// empty part: κ = 0.5, a = 1, experts 3 forward and 0.2 + 0.2 backward. T₁ = a = 1;
     /// phase 2 stretches the experts by 0.5·2/3.4 (slowdown 1): E = 1 + 3·(1 + 1/3.4),
