@@ -547,20 +547,16 @@ pub(super) fn layer<T: Trace>(c: &Ctx, tr: &mut T) -> Result<(Block, TpWindows)>
         }
         _ => (0.0, 0.0, 0.0, 0.0),
     };
-    let mem_f = c.mem(
-        c.rep * halves * (4.0 + bda_f) + act * act_f + 4.0 * rope + 4.0 * qkn + perm + mam_f,
-        k_f + rope_k + qkn_k + perm_k + mam_kf,
-    );
-    let mem_b = c.mem(
-        c.rep * halves * (6.0 + bda_b + 6.0)
-            + act * act_b
-            + bias_grads
-            + 4.0 * rope
-            + 6.0 * qkn
-            + perm
-            + mam_b,
-        k_b + rope_k + qkn_k + perm_k + mam_kb,
-    );
+    // Memory-bound bytes per pass besides Mamba's (the EP phases split them below).
+    let bytes_f = c.rep * halves * (4.0 + bda_f) + act * act_f + 4.0 * rope + 4.0 * qkn + perm;
+    let bytes_b = c.rep * halves * (6.0 + bda_b + 6.0)
+        + act * act_b
+        + bias_grads
+        + 4.0 * rope
+        + 6.0 * qkn
+        + perm;
+    let mem_f = c.mem(bytes_f + mam_f, k_f + rope_k + qkn_k + perm_k + mam_kf);
+    let mem_b = c.mem(bytes_b + mam_b, k_b + rope_k + qkn_k + perm_k + mam_kb);
     if mam_f > 0.0 {
         tr.line(|| {
             format!(
@@ -601,18 +597,10 @@ pub(super) fn layer<T: Trace>(c: &Ctx, tr: &mut T) -> Result<(Block, TpWindows)>
         c.rep * halves * norm / 2.0 + rope_b * rope + qkn_b * qkn + perm / 2.0
     };
     let share = |side: f64, all: f64| if all > 0.0 { side / all } else { 0.0 };
-    let s_f = share(
-        attn_side(4.0 + bda_f, 4.0, 4.0),
-        c.rep * halves * (4.0 + bda_f) + act * act_f + 4.0 * rope + 4.0 * qkn + perm,
-    );
+    let s_f = share(attn_side(4.0 + bda_f, 4.0, 4.0), bytes_f);
     let s_b = share(
         attn_side(6.0 + bda_b + 6.0, 4.0, 6.0) + bias_grads / 2.0,
-        c.rep * halves * (6.0 + bda_b + 6.0)
-            + act * act_b
-            + bias_grads
-            + 4.0 * rope
-            + 6.0 * qkn
-            + perm,
+        bytes_b,
     );
     let sum2 = |a: &[Seconds; 4], i: usize| a[i] + a[i + 1];
     let parts = MoeParts {
