@@ -80,6 +80,56 @@ fn ep_all_to_all_by_hand() {
     );
 }
 
+/// Load imbalance ι = 1.25 (`--moe-imbalance`): the rank holding the busiest experts
+/// receives 1.25 × the mean, and each all-to-all ends when it does. The bytes grow by ι,
+/// the latency α does not: 48 × 4 × (3.4 µs + 7/8 · 1.25 · 128 MiB / 370 GB/s) = 76.83 ms
+/// (ι·(α + …) would give 76.99 ms), 30 GiB per device.
+#[test]
+fn ep_all_to_all_grows_with_the_imbalance() {
+    let v = qwen(&cli("--tp 1 --ep 8 --global-batch 8 --moe-imbalance 1.25"));
+    let n = 4096.0 * 8.0 * 2048.0 * 2.0;
+    let want = 48.0 * 4.0 * (3.4e-6 + 7.0 / 8.0 * 1.25 * n / 370e9);
+    approx::assert_relative_eq!(want, 0.076_83, max_relative = 1e-3);
+    approx::assert_relative_eq!(ep(&v, "exposed_s"), want, max_relative = 1e-4);
+    approx::assert_relative_eq!(
+        ep(&v, "bytes_per_device"),
+        48.0 * 4.0 * 1.25 * n,
+        max_relative = 1e-9
+    );
+}
+
+/// The EP overlap's phases split a layer's memory-bound bytes between the attention side
+/// (before the dispatch: the first norm and residual add, rotary, QK-norm, the
+/// permutation) and the expert side (the second norm and residual add, the activation,
+/// the un-permutation). Qwen3-30B-A3B, TP 1, T = 4096 tokens, h = 2048, no biases
+/// (bias-dropout-add 6 B/elem forward, 2 backward), SwiGLU on 8 × 768 columns per token,
+/// rotary and QK-norm on the 32 query and 4 key heads of 128 (4608 per token), permute and
+/// un-permute `6·k·T·h + 2·T·h` = 50·T·h per pass. Per token, forward:
+/// - attention side: 2048·(4 + 6) + 4·4608 (rotary) + 4·4608 (QK-norm) + 25·2048 = 108,544 B;
+/// - all: 2·2048·10 + 6·6144 (SwiGLU) + 4·4608 + 4·4608 + 50·2048 = 217,088 B.
+///
+/// Backward (norm 6, dropout 2, gradient sum 6 B/elem; SwiGLU 10; QK-norm 6):
+/// - attention side: 2048·14 + 4·4608 + 6·4608 + 25·2048 = 125,952 B;
+/// - all: 2·2048·14 + 10·6144 + 4·4608 + 6·4608 + 50·2048 = 267,264 B.
+#[test]
+fn ep_phases_split_the_memory_bound_bytes_by_hand() {
+    let line = explain_line(
+        &cli(
+            "estimate --model qwen3-30b-a3b --system dgx-h100 --gpus 8 --tp 1 --ep 8 --etp 1 --seq-len 4096 --global-batch 8 --cuda-graphs full --ep-overlap",
+        ),
+        "EP all-to-all",
+    );
+    let t = 4096.0;
+    let want = format!(
+        "memory-bound bytes on the attention side {:.4e} of {:.4e} forward, {:.4e} of {:.4e} backward",
+        108_544.0 * t,
+        217_088.0 * t,
+        125_952.0 * t,
+        267_264.0 * t
+    );
+    assert!(line.contains(&want), "{want}\n{line}");
+}
+
 /// TP 2 with sequence parallelism: a rank holds 2048 of the 4096 tokens. With ETP 1 it
 /// dispatches only those (64 MiB, EP 8 over the node): 31.12 ms. With ETP 2 the two TP
 /// ranks gather the micro-batch first and each sends all 4096 tokens over EP 4 (the four

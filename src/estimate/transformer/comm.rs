@@ -26,12 +26,17 @@ use crate::units::{Bytes, Seconds};
 /// forwards the `k` expert copies inside the NVLink domain, an all-to-all of `tokens·k·h`
 /// over the in-domain ranks; the two are pipelined chunk by chunk (DeepEP's normal
 /// kernels forward over NVLink while RDMA is in flight): `max` of the two.
+///
+/// Load imbalance `ι` (`--moe-imbalance`, the busiest expert's tokens over the mean):
+/// every rank sends its own share, but the rank holding the busiest experts receives
+/// `ι` times the mean, and the all-to-all ends when it does, so the bytes (not the
+/// per-message latency α) scale by `ι`: `α + ι·(p−1)/p·n/B` on one dimension.
 pub(super) fn ep_comm(c: &Ctx) -> Result<(Seconds, f64)> {
     if c.m.experts <= 1 {
         return Ok((Seconds::ZERO, 0.0));
     }
     let share = c.plan.etp as f64 / c.plan.tp as f64;
-    let tokens = c.tokens * share;
+    let tokens = c.tokens * share * c.plan.moe_imbalance;
     let bytes = tokens * c.m.top_k as f64 * c.m.h * c.e;
     let (inner, outer) = c.place.ep.split_at_dim(c.scale_up_dims);
     if c.plan.ep_dispatch == EpDispatch::Hierarchical && outer.size > 1 {

@@ -588,8 +588,6 @@ pub(super) fn layer<T: Trace>(c: &Ctx, tr: &mut T) -> Result<(Block, TpWindows)>
     } else {
         (Seconds::ZERO, 0.0)
     };
-    // The busiest EP rank sends and receives the imbalance times the mean.
-    let (ep1, ep_b1) = (ep1 * c.plan.moe_imbalance, ep_b1 * c.plan.moe_imbalance);
     // The memory-bound passes on each side of the all-to-alls: before the dispatch the
     // first norm and residual add, rotary, QK-norm and the permutation; after it the
     // second norm and residual add, the activation and the un-permutation.
@@ -597,11 +595,11 @@ pub(super) fn layer<T: Trace>(c: &Ctx, tr: &mut T) -> Result<(Block, TpWindows)>
         c.rep * halves * norm / 2.0 + rope_b * rope + qkn_b * qkn + perm / 2.0
     };
     let share = |side: f64, all: f64| if all > 0.0 { side / all } else { 0.0 };
-    let s_f = share(attn_side(4.0 + bda_f, 4.0, 4.0), bytes_f);
-    let s_b = share(
+    let (side_f, side_b) = (
+        attn_side(4.0 + bda_f, 4.0, 4.0),
         attn_side(6.0 + bda_b + 6.0, 4.0, 6.0) + bias_grads / 2.0,
-        bytes_b,
     );
+    let (s_f, s_b) = (share(side_f, bytes_f), share(side_b, bytes_b));
     let sum2 = |a: &[Seconds; 4], i: usize| a[i] + a[i + 1];
     let parts = MoeParts {
         attn_fwd: sum2(&lin.fwd, 0) + lin.router.0 + att_f + mem_f * s_f,
@@ -680,7 +678,7 @@ pub(super) fn layer<T: Trace>(c: &Ctx, tr: &mut T) -> Result<(Block, TpWindows)>
                 let a = ep1 * 0.5;
                 let (_, ph) = ep_pair_phases(a, parts, c.kappa);
                 format!(
-                    "beside another micro-batch's layer (ep_overlap or dualpipe), four all-to-alls of a = {a} each in three phases (A_f = {}, M_d = {}, M_w = {}, M_f = {}, A_b = {}; ' = stretched by κ = {} where overlapped): T₁ = max(a, A_f') = {}; dispatches end at D = max(a, M_d') + a = {}, experts at E = max(M_d' + M_w', a) + M_f' = {}; T₃ = max(D, E) + max(a, A_b') = {} → exposed T₁ + T₃ − G − slowdown = {}, hidden {}, slowdown {}",
+                    "beside another micro-batch's layer (ep_overlap or dualpipe), four all-to-alls of a = {a} each in three phases (A_f = {}, M_d = {}, M_w = {}, M_f = {}, A_b = {}; memory-bound bytes on the attention side {side_f:.4e} of {bytes_f:.4e} forward, {side_b:.4e} of {bytes_b:.4e} backward; ' = stretched by κ = {} where overlapped): T₁ = max(a, A_f') = {}; dispatches end at D = max(a, M_d') + a = {}, experts at E = max(M_d' + M_w', a) + M_f' = {}; T₃ = max(D, E) + max(a, A_b') = {} → exposed T₁ + T₃ − G − slowdown = {}, hidden {}, slowdown {}",
                     parts.attn_fwd, parts.mlp_dgrad, parts.mlp_wgrad, parts.mlp_fwd, parts.attn_bwd, c.kappa, ph[0], ph[1], ph[2], ph[3], ep.exposed, ep.hidden, ep.slowdown
                 )
             } else {
