@@ -292,9 +292,11 @@ fn dualpipe_routed_experts_shard_over_expert_dp() {
 /// 15,360 sequences; node-limited routing to 4 nodes and hierarchical IB-then-NVLink
 /// dispatch, §3.2). The report states 2.664M H800 GPU-hours for 14.8T tokens of
 /// pre-training: 180K per trillion tokens.
+/// Trained in 2024: the H800 with that year's fused-attention kernels
+/// (tests/data/modern/h800-2024.toml; the built-in h800 has cuDNN's 2026 rates).
 fn deepseek_v3_gpu_hours(extra: &[&str]) -> f64 {
     let mut a = cli(
-        "estimate --model deepseek-v3 --system dgx-h800 --gpus 2048 --tp 1 --pp 16 --ep 64 --etp 1 --zero 1 --precision fp8 --seq-len 4096 --global-batch 15360 --tokens 1e12",
+        "estimate --model deepseek-v3 --system tests/data/modern/dgx-h800-2024.toml --gpus 2048 --tp 1 --pp 16 --ep 64 --etp 1 --zero 1 --precision fp8 --seq-len 4096 --global-batch 15360 --tokens 1e12",
     );
     a.extend_from_slice(extra);
     estimate_json(&a)["training"]["gpu_hours"].as_f64().unwrap()

@@ -7,16 +7,17 @@
 //! window of w = 128, starting with a windowed one (18 of 36 layers).
 //!
 //! - Full layer (as tests/fused_attention.rs): F = 2·8·4096·4096·128·½ = 2^34 FLOP,
-//!   n/(n + n0) = 4096/4480 = 0.914286; forward 2^34/(989e12 · 0.34 · 0.914286) = 55.880 µs,
-//!   plus 4 µs of launch: 59.880 µs; backward 2.5·2^34/(989e12 · 0.33 · 0.914286) =
-//!   143.935 µs, plus 4 µs: 147.935 µs.
+//!   n/(n + n0) = 4096/4864 = 0.842105; forward 2^34/(989e12 · 0.71 · 0.842105) = 29.0535 µs,
+//!   plus 4 µs of launch: 33.0535 µs; backward 2.5·2^34/(989e12 · 0.60 · 0.842105) =
+//!   85.9500 µs, plus 4 µs: 89.9500 µs.
 //! - Windowed layer: pairs 128·4096 − 128·127/2 = 516 160 per head, against 4096²/2 =
 //!   8 388 608 for the full layer: ratio r = 0.0615311; F = r·2^34 = 1 057 095 680 FLOP;
-//!   the kernel's loop is 128 keys long, n/(n + n0) = 128/512 = 0.25; forward
-//!   F/(989e12 · 0.34 · 0.25) = 12.5747 µs + 4 µs = 16.5747 µs (= 55.880 · r · 0.914286/0.25);
-//!   backward 2.5·F/(989e12 · 0.33 · 0.25) = 32.3895 µs + 4 µs = 36.3895 µs.
-//! - Per layer, half and half: forward (16.5747 + 59.880)/2 = 38.227 µs, backward
-//!   (36.3895 + 147.935)/2 = 92.162 µs.
+//!   the kernel's loop is 128 keys long, n/(n + n0) = 128/896 = 0.142857; forward
+//!   F/(989e12 · 0.71 · 0.142857) = 10.5380 µs + 4 µs = 14.5380 µs (= 29.0535 · r ·
+//!   0.842105/0.142857); backward 2.5·F/(989e12 · 0.60 · 0.142857) = 31.1749 µs + 4 µs =
+//!   35.1749 µs.
+//! - Per layer, half and half: forward (14.5380 + 33.0535)/2 = 23.7958 µs, backward
+//!   (35.1749 + 89.9500)/2 = 62.5624 µs.
 //! - Model FLOPs: a windowed layer's core counts its band of 128 keys per query instead of
 //!   4096: 18 layers · 2·(4096 − 128)·64·(64 + 64) = 1 170 210 816 FLOP per token fewer
 //!   forward.
@@ -91,18 +92,18 @@ fn causal_window_pairs_by_hand() {
 #[test]
 fn gpt_oss_windowed_layers_by_hand_on_h100() {
     let text = explain("gpt-oss-120b");
-    times(&text, "attention (fused):", (59.880, 147.935));
+    times(&text, "attention (fused):", (33.0535, 89.9500));
     times(
         &text,
         "attention (fused, window of 128)",
-        (16.5747, 36.3895),
+        (14.5380, 35.1749),
     );
-    times(&text, "attention per layer", (38.227, 92.162));
+    times(&text, "attention per layer", (23.7958, 62.5624));
     // The windowed time is the full one scaled by the pair ratio and the saturations.
     let full = micros(line(&text, "attention (fused):"), "fwd =") - 4.0;
     let win = micros(line(&text, "window of 128"), "fwd =") - 4.0;
     let r = 516_160.0 / 8_388_608.0;
-    let scaled = full * r * (4096.0 / 4480.0) / 0.25;
+    let scaled = full * r * (4096.0 / 4864.0) / (128.0 / 896.0);
     assert!((win / scaled - 1.0).abs() < 2e-3, "{win} µs vs {scaled} µs");
 }
 
@@ -142,9 +143,9 @@ fn models_without_windows_are_unchanged() {
         (flops / 5.048209726840504e17 - 1.0).abs() < 1e-12,
         "{flops}"
     );
-    // Llama 3 8B: 4 heads of 128 per rank, F = 2^34 as above: 59.88 µs and 147.9 µs.
+    // Llama 3 8B: 4 heads of 128 per rank, F = 2^34 as above: 33.05 µs and 89.95 µs.
     let text = explain("llama3-8b");
-    times(&text, "attention (fused):", (59.880, 147.935));
+    times(&text, "attention (fused):", (33.0535, 89.9500));
     assert!(
         !text.contains("window of"),
         "no windowed layer in llama3-8b"

@@ -198,16 +198,16 @@ fn cp_all_to_all_exchanges_qkv_and_the_output() {
 /// (InfiniBand 47 GB/s, 14 µs), one sequence of 1024: each rank holds 512 tokens and one
 /// KV head, so a forward block is 512·1·256·2 = 262 144 B (backward twice that). The
 /// fused attention on this rank (4 heads, 512 queries over 1024 keys, causal):
-/// F = 2·4·512·1024·256·0.5 FLOP at the FlashAttention-2 rates 0.34 / 0.33 of 989 TFLOP/s
-/// times 512/(512 + 384), backward 2.5·F, two kernels of 4 µs each. Short blocks make the
+/// F = 2·4·512·1024·256·0.5 FLOP at cuDNN's rates 0.71 / 0.60 of 989 TFLOP/s times
+/// 512/(512 + 768) (the h100-sxm preset), backward 2.5·F, two kernels of 4 µs each. Short blocks make the
 /// transfers longer than their windows, so the split depends on the window.
 #[test]
 fn cp_ring_transfers_run_beside_one_blocks_attention() {
     let v = cp2_across_two_dgx(&[]);
     let f = 2.0 * 4.0 * 512.0 * 1024.0 * 256.0 * 0.5;
-    let ramp = 512.0 / (512.0 + 384.0);
-    let att_f = f / (989e12 * 0.34 * ramp) + 8e-6;
-    let att_b = 2.5 * f / (989e12 * 0.33 * ramp) + 8e-6;
+    let ramp = 512.0 / (512.0 + 768.0);
+    let att_f = f / (989e12 * 0.71 * ramp) + 8e-6;
+    let att_b = 2.5 * f / (989e12 * 0.60 * ramp) + 8e-6;
     let block = 512.0 * 256.0 * 2.0;
     let window = |bytes: f64, w: f64| {
         let c = 14e-6 + bytes / 47e9;

@@ -463,7 +463,13 @@ fn every_row_with_a_precision_is_an_estimate_command() {
 #[test]
 fn groups_within_issue_19_bounds_stay_there() {
     let groups = errors_by_group(false);
-    for g in ["B200 dense", "GB200 MoE", "GB200 dense", "GB300 dense"] {
+    for g in [
+        "B200 dense",
+        "GB200 MoE",
+        "GB200 dense",
+        "GB300 dense",
+        "H100 dense",
+    ] {
         let (m, p) = stats(&groups[g]);
         assert!(
             m <= 0.07 && p <= 0.15,

@@ -143,7 +143,9 @@ fn command(r: &Run, mb: u32) -> Result<Vec<String>, &'static str> {
     };
     let model = model_of(r).ok_or("no model preset")?;
     let system = match r.gpu.as_str() {
-        "H100" => "dgx-h100",
+        // Every runs.csv H100 row ran the 2024 software stack (NeMo 24.03/24.07, Megatron-LM
+        // 2024): its fused-attention rates (tests/data/modern/h100-2024.toml).
+        "H100" => "tests/data/modern/dgx-h100-2024.toml",
         "B200" => "dgx-b200",
         "A100" => "dgx-a100",
         _ => return Err("no system preset"),

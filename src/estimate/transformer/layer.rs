@@ -324,12 +324,12 @@ fn ssd_scan<T: Trace>(c: &Ctx, tr: &mut T) -> (Seconds, Seconds) {
 /// `w·s_k − w(w − 1)/2` score pairs ([`causal_window_pairs`]), so
 /// `F = 2·batch·sq·(w − w(w − 1)/(2·s_k))·(d_qk + d_v)` at the same FLOPs per pair, and the
 /// kernel's loop over keys is `w` long, so `n = min(w, n_full)`. For gpt-oss (`w` = 128,
-/// `s` = 4096) F is 516 160 / 8 388 608 = 6.15% of a full layer's, at saturation 0.25
-/// instead of 0.914: 22% of its time. The short loop's saturation stands in for the
-/// kernel's bandwidth bound: per query and head (d = 64) the band reads ~256 keys and
-/// values per 128 queries, ~770 B with Q and O, for 4·64·126 ≈ 32 kFLOP: 0.33 ns at H100's
-/// 3.35 TB/s × 0.7, and 0.38 ns from the saturation model (`n = s` would give 0.10 ns,
-/// under the bound). For long windows the time follows the pairs: Mistral 7B's 4096 over
+/// `s` = 4096) F is 516 160 / 8 388 608 = 6.15% of a full layer's, at saturation 0.143
+/// instead of 0.842 (H100, n0 = 768): 36% of its time. The short loop's saturation stands
+/// in for the kernel's bandwidth bound: per query and head (d = 64) the band reads ~256
+/// keys and values per 128 queries, ~770 B with Q and O, for 4·64·126 ≈ 32 kFLOP: 0.33 ns
+/// at H100's 3.35 TB/s × 0.7, and 0.32 ns from the saturation model (`n = s` would give
+/// 0.05 ns, under the bound). For long windows the time follows the pairs: Mistral 7B's 4096 over
 /// 16 384 tokens runs 2.1× faster than full attention (Jiang et al. 2023, §2: 2×).
 ///
 /// [`causal_window_pairs`]: crate::model::attention::causal_window_pairs
