@@ -1,7 +1,8 @@
-//! Two memory-bound terms by hand, from the device's figures (dgx-h100: 3350 GB/s HBM at
+//! Memory-bound terms by hand, from the device's figures (dgx-h100: 3350 GB/s HBM at
 //! `memory = 0.7`, 4 µs per kernel): the loss on the last stage (`--cross-entropy`) and
-//! Qwen3's QK-norm. Qwen3-30B-A3B, one H100 rank (TP 1), micro-batch 1, s = 4096:
-//! tokens T = 4096, h = 2048, vocabulary V = 151936, 32 query and 4 key heads of 128.
+//! Qwen3's QK-norm (Qwen3-30B-A3B, one H100 rank (TP 1), micro-batch 1, s = 4096:
+//! tokens T = 4096, h = 2048, vocabulary V = 151936, 32 query and 4 key heads of 128), and
+//! a layer's norms, bias-dropout-adds, activation and bias gradients (GPT-3 5B).
 
 mod common;
 
@@ -147,4 +148,36 @@ fn sweep_takes_the_loss_kernels() {
         t(&te[0]),
         t(&unfused[0])
     );
+}
+
+/// A layer with biases: GPT-3 5B (h = 4096, FFN 16384, GeLU, biases, no rotary) on two H100
+/// ranks, TP 2 with SP, s = 2048, micro-batch 1. The replicated stream is split over TP:
+/// r = 2048·4096/2 = 4,194,304 elements; the activation a = 2048·16384/2 = 16,777,216.
+/// - Forward: two LayerNorms (read + write, 4 B/elem) and two bias-dropout-adds (7 B/elem) on
+///   r, GeLU (4 B/elem) on a: 22·r + 4·a = 159,383,552 B in 5 kernels.
+/// - Backward: two LayerNorms (6), two dropouts (5), two residual gradient sums (6) on r, GeLU
+///   (6) on a, and the bias gradients: column sums reading the output gradient of QKV
+///   (2048·3·4096/2 = 12,582,912 elements) and of the two row-parallel layers (r each), 2 B
+///   per element: 34·r + 6·a + 2·12,582,912 + 2·2·r = 285,212,672 B in 10 kernels.
+#[test]
+fn layer_memory_bound_kernels_with_biases_by_hand() {
+    let text = common::computed(
+        &"estimate --model gpt3-5b --system dgx-h100 --gpus 8 --tp 2 --seq-len 2048 \
+          --micro-batch 1 --global-batch 4 --explain"
+            .split_whitespace()
+            .collect::<Vec<_>>(),
+    );
+    let (r, a) = (4_194_304.0, 16_777_216.0);
+    assert!(
+        text.contains(&format!("on {r} elements, activation on {a}")),
+        "{text}"
+    );
+    let fwd = (22.0 * r + 4.0 * a) / BW + 5.0 * KERNEL;
+    let bwd = (34.0 * r + 6.0 * a + 2.0 * 12_582_912.0 + 4.0 * r) / BW + 10.0 * KERNEL;
+    approx::assert_relative_eq!(fwd, 87.97e-6, max_relative = 1e-3);
+    approx::assert_relative_eq!(bwd, 161.63e-6, max_relative = 1e-3);
+    for (key, want) in [("fwd ", fwd), ("bwd ", bwd)] {
+        let got = time_after(&text, "memory-bound: LayerNorm", key);
+        assert!((got / want - 1.0).abs() < 1e-3, "{key}: {got} vs {want}");
+    }
 }
