@@ -398,3 +398,29 @@ fn ssd_scan_time_is_its_four_gemms_and_their_gradients() {
     assert_relative_eq!(micros(&line, "→ fwd"), fwd, max_relative = 1e-3);
     assert_relative_eq!(micros(&line, "recomputed)"), bwd, max_relative = 1e-3);
 }
+
+/// A Mamba layer's memory-bound time per pass adds the mixer's passes (the line above) to
+/// the layer's own pre-norm and residual add on the SP-split stream (4096·8192/8 =
+/// 4,194,304 elements; one norm and one bias-dropout-add: 4 + 6 B forward in 2 kernels, 6
+/// + 2 + 6 B backward in 5): forward (41,943,040 + 376,700,928) B at 3350 GB/s · 0.7 plus
+/// 9 kernels · 4 µs = 214.53 µs; backward (58,720,256 + 1,061,421,056) B plus 23 kernels =
+/// 569.67 µs.
+#[test]
+fn mamba_layer_memory_bound_total_by_hand() {
+    let text = explain();
+    let mut lines = text
+        .lines()
+        .skip_while(|l| !l.contains("Mamba memory-bound"));
+    lines.next().expect("the Mamba line");
+    let line = lines
+        .find(|l| l.contains("memory-bound: LayerNorm ×1"))
+        .expect("the Mamba layer's memory-bound line");
+    assert!(line.contains("on 4194304 elements"), "{line}");
+    let bw = 3350e9 * 0.7;
+    let f = (41_943_040.0 + 376_700_928.0) / bw * 1e6 + 36.0;
+    let b = (58_720_256.0 + 1_061_421_056.0) / bw * 1e6 + 92.0;
+    assert_relative_eq!(f, 214.53, max_relative = 1e-4);
+    assert_relative_eq!(b, 569.67, max_relative = 1e-4);
+    assert_relative_eq!(micros(line, "fwd"), f, max_relative = 1e-3);
+    assert_relative_eq!(micros(line, "bwd"), b, max_relative = 1e-3);
+}
