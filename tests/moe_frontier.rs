@@ -130,6 +130,66 @@ fn ep_phases_split_the_memory_bound_bytes_by_hand() {
     assert!(line.contains(&want), "{want}\n{line}");
 }
 
+/// The same layer's memory-bound time per pass, all of its kernels by hand at dgx-h100's
+/// 3350 GB/s · 0.7 and 4 µs per kernel: forward 217,088 B per token (above) in 11 kernels
+/// (two norms, two residual adds and the activation; rotary, QK-norm, permute and
+/// un-permute two each), 4096 · 217,088 / 2.345e12 s + 44 µs = 423.19 µs; backward 267,264
+/// B per token in 16 kernels (ten, then the same six), 530.83 µs.
+#[test]
+fn moe_layer_memory_bound_time_by_hand() {
+    let line = explain_line(
+        &cli(
+            "estimate --model qwen3-30b-a3b --system dgx-h100 --gpus 8 --tp 1 --ep 8 --etp 1 --seq-len 4096 --global-batch 8",
+        ),
+        "memory-bound: LayerNorm ×2",
+    );
+    let bw = 3350e9 * 0.7;
+    let f = 4096.0 * 217_088.0 / bw + 11.0 * 4e-6;
+    let b = 4096.0 * 267_264.0 / bw + 16.0 * 4e-6;
+    approx::assert_relative_eq!(f, 423.19e-6, max_relative = 1e-4);
+    approx::assert_relative_eq!(b, 530.83e-6, max_relative = 1e-4);
+    approx::assert_relative_eq!(
+        common::micros(&line, "): fwd") * 1e-6,
+        f,
+        max_relative = 1e-3
+    );
+    approx::assert_relative_eq!(
+        common::micros(&line, "us, bwd") * 1e-6,
+        b,
+        max_relative = 1e-3
+    );
+}
+
+/// Mixtral 8×7B (rotary, no QK-norm, top-2 of width 14336, h = 4096, 32 query and 8 KV
+/// heads of 128) on one DGX H100, TP 1, EP 8, 4096 tokens. Per token, forward: two norms
+/// and residual adds 20·4096, SwiGLU 6·2·14336, rotary 4·5120, permute and un-permute
+/// 14·4096 = 331,776 B in 9 kernels (5, rotary 2, permute 2): 615.51 µs; backward 28·4096
+/// + 10·28672 + 4·5120 + 14·4096 = 479,232 B in 14 kernels: 893.07 µs.
+#[test]
+fn moe_layer_memory_bound_time_without_qk_norm() {
+    let line = explain_line(
+        &cli(
+            "estimate --model mixtral-8x7b --system dgx-h100 --gpus 8 --tp 1 --ep 8 --etp 1 --seq-len 4096 --global-batch 8",
+        ),
+        "memory-bound: LayerNorm ×2",
+    );
+    let bw = 3350e9 * 0.7;
+    let f = 4096.0 * 331_776.0 / bw + 9.0 * 4e-6;
+    let b = 4096.0 * 479_232.0 / bw + 14.0 * 4e-6;
+    approx::assert_relative_eq!(f, 615.51e-6, max_relative = 1e-4);
+    approx::assert_relative_eq!(b, 893.07e-6, max_relative = 1e-4);
+    approx::assert_relative_eq!(
+        common::micros(&line, ": fwd") * 1e-6,
+        f,
+        max_relative = 1e-3
+    );
+    approx::assert_relative_eq!(
+        common::micros(&line, "us, bwd") * 1e-6,
+        b,
+        max_relative = 1e-3
+    );
+}
+
 /// TP 2 with sequence parallelism: a rank holds 2048 of the 4096 tokens. With ETP 1 it
 /// dispatches only those (64 MiB, EP 8 over the node): 31.12 ms. With ETP 2 the two TP
 /// ranks gather the micro-batch first and each sends all 4096 tokens over EP 4 (the four
