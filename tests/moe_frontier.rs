@@ -190,6 +190,85 @@ fn moe_layer_memory_bound_time_without_qk_norm() {
     );
 }
 
+/// The parts the EP overlap's phases pair (Megatron-core's 1F1B all-to-all overlap), each
+/// assembled from the layer's own terms in `--explain` (each with its hand test elsewhere):
+/// the attention side forward A_f = QKV + projection + router + fused attention + s_f·mem_f,
+/// the experts forward M_f = both expert GEMMs + (1 − s_f)·mem_f, the attention side
+/// backward A_b likewise with s_b, and the experts' dgrad + wgrad M_d + M_w = the expert GEMMs'
+/// backward + (1 − s_b)·mem_b, with the memory-bound shares of the split above:
+/// s_f = 108,544/217,088 = 0.5 and s_b = 125,952/267,264.
+#[test]
+fn ep_phases_assemble_the_layers_parts() {
+    let out = common::computed(&cli(
+        "estimate --model qwen3-30b-a3b --system dgx-h100 --gpus 8 --tp 1 --ep 8 --etp 1 --seq-len 4096 --global-batch 8 --cuda-graphs full --ep-overlap --explain",
+    ));
+    let line = |needle: &str| {
+        out.lines()
+            .find(|l| l.contains(needle))
+            .unwrap_or_else(|| panic!("explain shows '{needle}'"))
+    };
+    let us = common::micros;
+    let (qkv, proj, router) = (
+        line("GEMM QKV:"),
+        line("GEMM attention projection:"),
+        line("GEMM router:"),
+    );
+    let (mlp_in, mlp_out) = (line("GEMM MLP in:"), line("GEMM MLP out:"));
+    let att = line("attention (fused):");
+    let mem = line("memory-bound: LayerNorm ×2");
+    let (mem_f, mem_b) = (us(mem, "): fwd"), us(mem, "us, bwd"));
+    let (s_f, s_b) = (0.5, 125_952.0 / 267_264.0);
+    let ep = line("EP all-to-all");
+    let close = |got: f64, want: f64, what: &str| {
+        assert!(
+            (got / want - 1.0).abs() < 2e-3,
+            "{what}: {got} vs {want} µs"
+        );
+    };
+    let a_f = us(qkv, "fwd") + us(proj, "fwd") + us(router, "fwd") + us(att, "fwd =") + s_f * mem_f;
+    close(us(ep, "A_f"), a_f, "A_f");
+    close(
+        us(ep, "M_f"),
+        us(mlp_in, "fwd") + us(mlp_out, "fwd") + (1.0 - s_f) * mem_f,
+        "M_f",
+    );
+    let a_b = us(qkv, "bwd") + us(proj, "bwd") + us(router, "bwd") + us(att, "bwd =") + s_b * mem_b;
+    close(us(ep, "A_b"), a_b, "A_b");
+    close(
+        us(ep, "M_d") + us(ep, "M_w"),
+        us(mlp_in, "bwd") + us(mlp_out, "bwd") + (1.0 - s_b) * mem_b,
+        "M_d + M_w",
+    );
+}
+
+/// The same split with biases: gpt-oss-20b (h = 2880, 64 query and 8 KV heads of 64 with
+/// rotary, no QK-norm, 32 experts of 2880 top-4 with SwiGLU, biases: bias-dropout-add 7 B/elem
+/// forward and 5 backward) on one DGX H100, TP 1, EP 8, T = 4096 tokens. Per token:
+/// - forward, attention side 2880·(4 + 7) + 4·4608 + 13·2880 = 87,552 B of
+///   2·2880·11 + 6·11520 + 4·4608 + 26·2880 = 225,792;
+/// - backward, the attention side also takes half the bias gradients (column sums of QKV's
+///   5120 outputs and of the two row-parallel layers' 2880, 2 B each: 21,760 B):
+///   2880·17 + 4·4608 + 13·2880 + 10,880 = 115,712 B of
+///   2·2880·17 + 10·11520 + 21,760 + 4·4608 + 26·2880 = 328,192.
+#[test]
+fn ep_phases_split_with_biases_by_hand() {
+    let line = explain_line(
+        &cli(
+            "estimate --model gpt-oss-20b --system dgx-h100 --gpus 8 --tp 1 --ep 8 --etp 1 --seq-len 4096 --global-batch 8 --cuda-graphs full --ep-overlap",
+        ),
+        "EP all-to-all",
+    );
+    let t = 4096.0;
+    let want = format!(
+        "memory-bound bytes on the attention side {:.4e} of {:.4e} forward, {:.4e} of {:.4e} backward",
+        87_552.0 * t,
+        225_792.0 * t,
+        115_712.0 * t,
+        328_192.0 * t
+    );
+    assert!(line.contains(&want), "{want}\n{line}");
+}
+
 /// TP 2 with sequence parallelism: a rank holds 2048 of the 4096 tokens. With ETP 1 it
 /// dispatches only those (64 MiB, EP 8 over the node): 31.12 ms. With ETP 2 the two TP
 /// ranks gather the micro-batch first and each sends all 4096 tokens over EP 4 (the four

@@ -678,7 +678,7 @@ pub(super) fn layer<T: Trace>(c: &Ctx, tr: &mut T) -> Result<(Block, TpWindows)>
                 let a = ep1 * 0.5;
                 let (_, ph) = ep_pair_phases(a, parts, c.kappa);
                 format!(
-                    "beside another micro-batch's layer (ep_overlap or dualpipe), four all-to-alls of a = {a} each in three phases (A_f = {}, M_d = {}, M_w = {}, M_f = {}, A_b = {}; memory-bound bytes on the attention side {side_f:.4e} of {bytes_f:.4e} forward, {side_b:.4e} of {bytes_b:.4e} backward; ' = stretched by κ = {} where overlapped): T₁ = max(a, A_f') = {}; dispatches end at D = max(a, M_d') + a = {}, experts at E = max(M_d' + M_w', a) + M_f' = {}; T₃ = max(D, E) + max(a, A_b') = {} → exposed T₁ + T₃ − G − slowdown = {}, hidden {}, slowdown {}",
+                    "beside another micro-batch's layer (ep_overlap or dualpipe), four all-to-alls of a = {a} each in three phases (A_f = {}, M_d = {}, M_w = {}, M_f = {}, A_b = {}, memory-bound bytes on the attention side {side_f:.4e} of {bytes_f:.4e} forward, {side_b:.4e} of {bytes_b:.4e} backward; ' = stretched by κ = {} where overlapped): T₁ = max(a, A_f') = {}; dispatches end at D = max(a, M_d') + a = {}, experts at E = max(M_d' + M_w', a) + M_f' = {}; T₃ = max(D, E) + max(a, A_b') = {} → exposed T₁ + T₃ − G − slowdown = {}, hidden {}, slowdown {}",
                     parts.attn_fwd, parts.mlp_dgrad, parts.mlp_wgrad, parts.mlp_fwd, parts.attn_bwd, c.kappa, ph[0], ph[1], ph[2], ph[3], ep.exposed, ep.hidden, ep.slowdown
                 )
             } else {
