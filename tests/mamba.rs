@@ -401,10 +401,10 @@ fn ssd_scan_time_is_its_four_gemms_and_their_gradients() {
 
 /// A Mamba layer's memory-bound time per pass adds the mixer's passes (the line above) to
 /// the layer's own pre-norm and residual add on the SP-split stream (4096·8192/8 =
-/// 4,194,304 elements; one norm and one bias-dropout-add: 4 + 6 B forward in 2 kernels, 6
-/// + 2 + 6 B backward in 5): forward (41,943,040 + 376,700,928) B at 3350 GB/s · 0.7 plus
-/// 9 kernels · 4 µs = 214.53 µs; backward (58,720,256 + 1,061,421,056) B plus 23 kernels =
-/// 569.67 µs.
+/// 4,194,304 elements; one norm and one bias-dropout-add: 10 B per element forward in 2
+/// kernels, 14 backward in 5). Forward: (41,943,040 + 376,700,928) B at 3350 GB/s · 0.7
+/// plus 9 kernels of 4 µs, 214.53 µs; backward: (58,720,256 + 1,061,421,056) B plus 23
+/// kernels, 569.67 µs.
 #[test]
 fn mamba_layer_memory_bound_total_by_hand() {
     let text = explain();

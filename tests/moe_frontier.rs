@@ -98,6 +98,25 @@ fn ep_all_to_all_grows_with_the_imbalance() {
     );
 }
 
+/// `--explain`'s memory-bound split of the EP phases for `model` on one DGX H100 (TP 1, EP 8,
+/// 4096 tokens, EP overlap) against (attention side, all) bytes per token counted by hand,
+/// forward and backward.
+fn split_by_hand(model: &str, fwd: (f64, f64), bwd: (f64, f64)) {
+    let cmd = format!(
+        "estimate --model {model} --system dgx-h100 --gpus 8 --tp 1 --ep 8 --etp 1 --seq-len 4096 --global-batch 8 --cuda-graphs full --ep-overlap"
+    );
+    let line = explain_line(&cmd.split_whitespace().collect::<Vec<_>>(), "EP all-to-all");
+    let t = 4096.0;
+    let want = format!(
+        "memory-bound bytes on the attention side {:.4e} of {:.4e} forward, {:.4e} of {:.4e} backward",
+        fwd.0 * t,
+        fwd.1 * t,
+        bwd.0 * t,
+        bwd.1 * t
+    );
+    assert!(line.contains(&want), "{want}\n{line}");
+}
+
 /// The EP overlap's phases split a layer's memory-bound bytes between the attention side
 /// (before the dispatch: the first norm and residual add, rotary, QK-norm, the
 /// permutation) and the expert side (the second norm and residual add, the activation,
@@ -113,80 +132,66 @@ fn ep_all_to_all_grows_with_the_imbalance() {
 /// - all: 2·2048·14 + 10·6144 + 4·4608 + 6·4608 + 50·2048 = 267,264 B.
 #[test]
 fn ep_phases_split_the_memory_bound_bytes_by_hand() {
-    let line = explain_line(
-        &cli(
-            "estimate --model qwen3-30b-a3b --system dgx-h100 --gpus 8 --tp 1 --ep 8 --etp 1 --seq-len 4096 --global-batch 8 --cuda-graphs full --ep-overlap",
-        ),
-        "EP all-to-all",
+    split_by_hand(
+        "qwen3-30b-a3b",
+        (108_544.0, 217_088.0),
+        (125_952.0, 267_264.0),
     );
-    let t = 4096.0;
-    let want = format!(
-        "memory-bound bytes on the attention side {:.4e} of {:.4e} forward, {:.4e} of {:.4e} backward",
-        108_544.0 * t,
-        217_088.0 * t,
-        125_952.0 * t,
-        267_264.0 * t
-    );
-    assert!(line.contains(&want), "{want}\n{line}");
 }
 
-/// The same layer's memory-bound time per pass, all of its kernels by hand at dgx-h100's
-/// 3350 GB/s · 0.7 and 4 µs per kernel: forward 217,088 B per token (above) in 11 kernels
-/// (two norms, two residual adds and the activation; rotary, QK-norm, permute and
-/// un-permute two each), 4096 · 217,088 / 2.345e12 s + 44 µs = 423.19 µs; backward 267,264
-/// B per token in 16 kernels (ten, then the same six), 530.83 µs.
-#[test]
-fn moe_layer_memory_bound_time_by_hand() {
+/// The memory-bound time per pass of `model`'s layer on one DGX H100 (TP 1, EP 8, 4096
+/// tokens) against bytes per token and kernels per pass counted by hand, at 3350 GB/s · 0.7
+/// and 4 µs per kernel; `want_us` the hand times, rounded.
+fn memory_bound_by_hand(model: &str, fwd: (f64, f64), bwd: (f64, f64), want_us: (f64, f64)) {
+    let cmd = format!(
+        "estimate --model {model} --system dgx-h100 --gpus 8 --tp 1 --ep 8 --etp 1 --seq-len 4096 --global-batch 8"
+    );
     let line = explain_line(
-        &cli(
-            "estimate --model qwen3-30b-a3b --system dgx-h100 --gpus 8 --tp 1 --ep 8 --etp 1 --seq-len 4096 --global-batch 8",
-        ),
+        &cmd.split_whitespace().collect::<Vec<_>>(),
         "memory-bound: LayerNorm ×2",
     );
     let bw = 3350e9 * 0.7;
-    let f = 4096.0 * 217_088.0 / bw + 11.0 * 4e-6;
-    let b = 4096.0 * 267_264.0 / bw + 16.0 * 4e-6;
-    approx::assert_relative_eq!(f, 423.19e-6, max_relative = 1e-4);
-    approx::assert_relative_eq!(b, 530.83e-6, max_relative = 1e-4);
+    let t = |(bytes, kernels): (f64, f64)| 4096.0 * bytes / bw + kernels * 4e-6;
+    approx::assert_relative_eq!(t(fwd), want_us.0 * 1e-6, max_relative = 1e-4);
+    approx::assert_relative_eq!(t(bwd), want_us.1 * 1e-6, max_relative = 1e-4);
     approx::assert_relative_eq!(
-        common::micros(&line, "): fwd") * 1e-6,
-        f,
+        common::micros(&line, ": fwd") * 1e-6,
+        t(fwd),
         max_relative = 1e-3
     );
     approx::assert_relative_eq!(
         common::micros(&line, "us, bwd") * 1e-6,
-        b,
+        t(bwd),
         max_relative = 1e-3
+    );
+}
+
+/// The same layer's memory-bound time per pass: forward 217,088 B per token (above) in 11
+/// kernels (two norms, two residual adds and the activation; rotary, QK-norm, permute and
+/// un-permute two each), 423.19 µs; backward 267,264 B per token in 16 kernels (ten, then
+/// the same six), 530.83 µs.
+#[test]
+fn moe_layer_memory_bound_time_by_hand() {
+    memory_bound_by_hand(
+        "qwen3-30b-a3b",
+        (217_088.0, 11.0),
+        (267_264.0, 16.0),
+        (423.19, 530.83),
     );
 }
 
 /// Mixtral 8×7B (rotary, no QK-norm, top-2 of width 14336, h = 4096, 32 query and 8 KV
-/// heads of 128) on one DGX H100, TP 1, EP 8, 4096 tokens. Per token, forward: two norms
-/// and residual adds 20·4096, SwiGLU 6·2·14336, rotary 4·5120, permute and un-permute
-/// 14·4096 = 331,776 B in 9 kernels (5, rotary 2, permute 2): 615.51 µs; backward 28·4096
-/// + 10·28672 + 4·5120 + 14·4096 = 479,232 B in 14 kernels: 893.07 µs.
+/// heads of 128). Per token, forward: two norms and residual adds 20·4096, SwiGLU
+/// 6·2·14336, rotary 4·5120, permute and un-permute 14·4096 = 331,776 B in 9 kernels (5,
+/// rotary 2, permute 2): 615.51 µs; backward 28·4096 + 10·28672 + 4·5120 + 14·4096 =
+/// 479,232 B in 14 kernels: 893.07 µs.
 #[test]
 fn moe_layer_memory_bound_time_without_qk_norm() {
-    let line = explain_line(
-        &cli(
-            "estimate --model mixtral-8x7b --system dgx-h100 --gpus 8 --tp 1 --ep 8 --etp 1 --seq-len 4096 --global-batch 8",
-        ),
-        "memory-bound: LayerNorm ×2",
-    );
-    let bw = 3350e9 * 0.7;
-    let f = 4096.0 * 331_776.0 / bw + 9.0 * 4e-6;
-    let b = 4096.0 * 479_232.0 / bw + 14.0 * 4e-6;
-    approx::assert_relative_eq!(f, 615.51e-6, max_relative = 1e-4);
-    approx::assert_relative_eq!(b, 893.07e-6, max_relative = 1e-4);
-    approx::assert_relative_eq!(
-        common::micros(&line, ": fwd") * 1e-6,
-        f,
-        max_relative = 1e-3
-    );
-    approx::assert_relative_eq!(
-        common::micros(&line, "us, bwd") * 1e-6,
-        b,
-        max_relative = 1e-3
+    memory_bound_by_hand(
+        "mixtral-8x7b",
+        (331_776.0, 9.0),
+        (479_232.0, 14.0),
+        (615.51, 893.07),
     );
 }
 
@@ -252,21 +257,7 @@ fn ep_phases_assemble_the_layers_parts() {
 ///   2·2880·17 + 10·11520 + 21,760 + 4·4608 + 26·2880 = 328,192.
 #[test]
 fn ep_phases_split_with_biases_by_hand() {
-    let line = explain_line(
-        &cli(
-            "estimate --model gpt-oss-20b --system dgx-h100 --gpus 8 --tp 1 --ep 8 --etp 1 --seq-len 4096 --global-batch 8 --cuda-graphs full --ep-overlap",
-        ),
-        "EP all-to-all",
-    );
-    let t = 4096.0;
-    let want = format!(
-        "memory-bound bytes on the attention side {:.4e} of {:.4e} forward, {:.4e} of {:.4e} backward",
-        87_552.0 * t,
-        225_792.0 * t,
-        115_712.0 * t,
-        328_192.0 * t
-    );
-    assert!(line.contains(&want), "{want}\n{line}");
+    split_by_hand("gpt-oss-20b", (87_552.0, 225_792.0), (115_712.0, 328_192.0));
 }
 
 /// TP 2 with sequence parallelism: a rank holds 2048 of the 4096 tokens. With ETP 1 it
