@@ -20,7 +20,8 @@ fn bin() -> Command {
 }
 
 fn tmp(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("astrolabe_{name}_{}", std::process::id()));
+    let d = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("astrolabe_{name}_{}", std::process::id()));
     std::fs::create_dir_all(&d).unwrap();
     d
 }

@@ -32,7 +32,8 @@ zero = 0
 "#;
 
 fn dir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("astrolabe_it_{name}_{}", std::process::id()));
+    let d = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("astrolabe_it_{name}_{}", std::process::id()));
     std::fs::create_dir_all(&d).unwrap();
     std::fs::write(d.join("tiny.toml"), MODEL).unwrap();
     std::fs::write(d.join("run.toml"), SCENARIO).unwrap();

@@ -49,7 +49,8 @@ latency = "100 us"
 "#;
 
 fn dir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("astrolabe_off_{name}_{}", std::process::id()));
+    let d = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("astrolabe_off_{name}_{}", std::process::id()));
     std::fs::create_dir_all(&d).unwrap();
     for (file, text) in [("tiny.toml", MODEL), ("host8.toml", SYSTEM)] {
         std::fs::write(d.join(file), text).unwrap();

@@ -134,7 +134,8 @@ fn astra_missing_comm_groups_is_a_clear_error() {
 #[test]
 fn astra_read_from_files_and_cli() {
     let g = gpt();
-    let dir = std::env::temp_dir().join(format!("astrolabe_gpt_{}", std::process::id()));
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("astrolabe_gpt_{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     for (r, t) in g.traces.iter().enumerate() {
         chakra::write_file(&chakra::rank_path(&dir.join("w"), r), t).unwrap();

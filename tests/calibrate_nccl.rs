@@ -91,7 +91,8 @@ fn cli() -> Command {
 
 #[test]
 fn real_published_logs_parse_fit_and_write_a_usable_system() {
-    let dir = std::env::temp_dir().join(format!("astrolabe-cal-{}", std::process::id()));
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("astrolabe-cal-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let out = dir.join("fitted.toml");
     let a = cli()

@@ -108,7 +108,8 @@ fn csv(steps: &[&Step]) -> String {
 
 /// Fits on `steps` with the command line and returns the written system's path.
 fn calibrate(name: &str, steps: &[&Step]) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("astrolabe-step-{}-{name}", std::process::id()));
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("astrolabe-step-{}-{name}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let input = dir.join("steps.csv");
     std::fs::write(&input, csv(steps)).unwrap();

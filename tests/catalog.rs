@@ -34,7 +34,8 @@ fn show(kind: &str, name: &str) -> String {
 }
 
 fn tmp(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("astrolabe-catalog-{}", std::process::id()));
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("astrolabe-catalog-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("tmp dir");
     dir.join(name)
 }

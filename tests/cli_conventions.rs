@@ -10,7 +10,8 @@ use serde_json::Value;
 
 #[test]
 fn output_format_follows_the_file_extension() {
-    let dir = std::env::temp_dir().join(format!("astrolabe-o-{}", std::process::id()));
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("astrolabe-o-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let p = dir.join("x.json");
     bin().args(GPT3).arg("-o").arg(&p).assert().success();

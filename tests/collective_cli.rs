@@ -190,7 +190,8 @@ fn collective_system_and_nodes() {
 
 #[test]
 fn collective_network_toml_file() {
-    let dir = std::env::temp_dir().join(format!("astrolabe-collective-{}", std::process::id()));
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("astrolabe-collective-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let good = dir.join("net.toml");
     let text = "[[network.dims]]\nkind = \"ring\"\nsize = 8\nbandwidth = \"100 GB/s\"\nlatency = \"500 ns\"\n";

@@ -16,7 +16,8 @@ use std::path::PathBuf;
 fn file(name: &str, text: &str) -> String {
     static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
     let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let dir = std::env::temp_dir().join(format!("astrolabe-collopts-{}-{n}", std::process::id()));
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("astrolabe-collopts-{}-{n}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("mkdir");
     let p: PathBuf = dir.join(name);
     std::fs::write(&p, text).expect("write");

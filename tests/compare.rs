@@ -264,7 +264,8 @@ fn flag_form_compares_models_and_systems() {
 
 #[test]
 fn plot_is_a_well_formed_svg_with_one_bar_per_variant() {
-    let dir = std::env::temp_dir().join(format!("astrolabe-compare-{}", std::process::id()));
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("astrolabe-compare-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("tmp dir");
     let svg = dir.join("breakdown.svg");
     bin()
@@ -304,7 +305,8 @@ fn scenario_and_flags_together_is_an_error() {
 
 #[test]
 fn presets_resolve_relative_to_the_scenario_and_variants_can_swap_them() {
-    let dir = std::env::temp_dir().join(format!("astrolabe-rel-{}", std::process::id()));
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("astrolabe-rel-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("tmp dir");
     let model = astrolabe::catalog::source(astrolabe::catalog::Kind::Model, "gpt3-175b")
         .expect("built-in")

@@ -122,7 +122,7 @@ fn every_documented_command_runs_and_shows_its_real_output() {
     for page in pages() {
         let text = std::fs::read_to_string(&page).unwrap();
         let name = page.strip_prefix(root()).unwrap().display().to_string();
-        let dir = std::env::temp_dir().join(format!(
+        let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!(
             "astrolabe-docs-{}-{}",
             std::process::id(),
             name.replace('/', "_")
@@ -204,7 +204,8 @@ fn every_documented_command_runs_and_shows_its_real_output() {
 #[test]
 fn every_help_example_runs() {
     use astrolabe::cli::examples as ex;
-    let dir = std::env::temp_dir().join(format!("astrolabe-help-{}", std::process::id()));
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("astrolabe-help-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let mut ran = 0;
     for text in [

@@ -99,7 +99,7 @@ proptest! {
         m in 1u32..6, max_bytes in 1_000u64..400_000, max_nodes in 10u64..6_000,
         max_files in 1u64..40, case in any::<u64>(),
     ) {
-        let parent = std::env::temp_dir()
+        let parent = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
             .join(format!("astrolabe_limits_props_{}_{case}", std::process::id()));
         // A fresh directory (shrinking reruns a case with the same name).
         std::fs::remove_dir_all(&parent).ok();

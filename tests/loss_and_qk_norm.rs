@@ -67,7 +67,8 @@ fn qk_norm_by_hand() {
     let with = explain("qwen3-30b-a3b", &[]);
     let n = T * 36.0 * 128.0;
     assert!(with.contains(&format!("QK-norm on {n} (")), "{with}");
-    let path = std::env::temp_dir().join(format!("astrolabe_qkn_{}.toml", std::process::id()));
+    let path = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("astrolabe_qkn_{}.toml", std::process::id()));
     let spec = std::fs::read_to_string(concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/models/qwen3-30b-a3b.toml"

@@ -307,7 +307,8 @@ fn seq_len_override_equals_the_model_at_that_length() {
     );
     let text = catalog::source(catalog::Kind::Model, "llama3-8b").unwrap();
     let text = text.replace("seq_len = 8192", "seq_len = 4096");
-    let dir = std::env::temp_dir().join(format!("astrolabe-seq-{}", std::process::id()));
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("astrolabe-seq-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("llama3-8b-4k.toml");
     std::fs::write(&path, text).unwrap();

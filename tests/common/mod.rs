@@ -15,7 +15,8 @@ pub fn bin() -> Command {
 }
 
 pub fn tmp(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("astrolabe_reg_{name}_{}", std::process::id()));
+    let d = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("astrolabe_reg_{name}_{}", std::process::id()));
     std::fs::create_dir_all(&d).unwrap();
     d
 }
