@@ -159,9 +159,65 @@ fn cli_summary_reports_rate_and_drops() {
     );
 }
 
+/// The interleaved schedule as Megatron-core runs it: 96 layers on 9 stages (10, 11 × 6,
+/// 10 × 1, 10) cannot take 8 equal chunks per stage, so `interleaved:8` is dropped with its
+/// reason and 1F1B stays; on 8 stages (12 each) `interleaved:all` lists v = 2, 3, 4, 6 and 12, all run.
+#[test]
+fn interleaved_depths_follow_megatron_cores_rule() {
+    let run = |pp: &str, schedule: &str| -> serde_json::Value {
+        let out = bin()
+            .args(["sweep", "--model", "gpt3-175b", "--system", "dgx-a100"])
+            .args([
+                "--gpus",
+                "576",
+                "--tp",
+                "8",
+                "--pp",
+                pp,
+                "--micro-batch",
+                "1",
+            ])
+            .args(["--schedule", schedule, "--zero", "1", "--recompute", "full"])
+            .args([
+                "--order",
+                "tp-dp-pp",
+                "--global-batch",
+                "576",
+                "--format",
+                "json",
+            ])
+            .args(["--top", "20"])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    let v = run("9", "1f1b,interleaved:8");
+    assert_eq!(v["valid"].as_u64().unwrap(), 1, "{v}"); // 1F1B alone
+    let drops = v["drops"].as_array().unwrap();
+    assert!(
+        drops
+            .iter()
+            .any(|d| d["reason"].as_str().unwrap().contains("divisible by v")),
+        "{drops:?}"
+    );
+    let v = run("8", "interleaved:all");
+    let mut depths: Vec<u64> = (v["top"].as_array().unwrap().iter())
+        .map(|r| r["plan"]["virtual_stages"].as_u64().unwrap())
+        .collect();
+    depths.sort_unstable();
+    depths.dedup();
+    assert_eq!(depths, vec![2, 3, 4, 6, 12], "{v}");
+}
+
 #[test]
 fn all_streams_every_evaluated_row() {
-    let dir = std::env::temp_dir().join(format!("astrolabe-sweep-all-{}", std::process::id()));
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("astrolabe-sweep-all-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let csv = dir.join("all.csv");
     let out = bin()
@@ -260,7 +316,8 @@ fn bad_input_is_a_one_line_error() {
 
 #[test]
 fn sweep_file_unknown_key_names_the_file_and_line() {
-    let dir = std::env::temp_dir().join(format!("astrolabe-sweep-file-{}", std::process::id()));
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("astrolabe-sweep-file-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let f = dir.join("sweep.toml");
     std::fs::write(
@@ -476,7 +533,8 @@ fn sweep_file_settings_reach_every_plan() {
     // `tp_bwd_overlap = false` (2021 Megatron-LM) in the file's [axes]: the best TP 8 plan
     // without SP exposes its backward all-reduces too, so it is slower than with the
     // asynchronous all-reduce; the flag overrides the file.
-    let dir = std::env::temp_dir().join(format!("astrolabe-sweep-set-{}", std::process::id()));
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("astrolabe-sweep-set-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let f = dir.join("sweep.toml");
     std::fs::write(
@@ -521,9 +579,9 @@ fn sweep_json(args: &[&str]) -> serde_json::Value {
 
 /// A MoE model's default grid offers expert TP 1 beside Megatron-core's default etp = tp
 /// (NVIDIA's MoE recipes run ETP 1); a dense model's grid has no ETP choice. One TP 2 ×
-/// EP 4 structure, one knob setting: 7 schedules × 2 pipeline splits (both counted, then
-/// dropped as redundant for pp = 1) × 1 CP (sequence 4096) × ETP {2, 1} = 28
-/// configurations for Qwen3-30B-A3B, 14 for Llama 3 8B. On B200s: with ETP 1 each rank
+/// EP 4 structure, one knob setting: 10 schedules × 2 pipeline splits (both counted, then
+/// dropped as redundant for pp = 1) × 1 CP (sequence 4096) × ETP {2, 1} = 40
+/// configurations for Qwen3-30B-A3B, 20 for Llama 3 8B. On B200s: with ETP 1 each rank
 /// holds 32 whole experts whose optimizer states shard only over expert-DP 2, which an
 /// 80 GB H100 cannot hold.
 #[test]
@@ -558,7 +616,7 @@ fn default_grid_offers_expert_tp_1_for_moe_models() {
         sweep_json(&a)
     };
     let moe = sweep("qwen3-30b-a3b", "4");
-    assert_eq!(moe["configurations"], 28);
+    assert_eq!(moe["configurations"], 40);
     let mut etps: Vec<u64> = moe["top"]
         .as_array()
         .unwrap()
@@ -568,7 +626,7 @@ fn default_grid_offers_expert_tp_1_for_moe_models() {
     etps.sort_unstable();
     etps.dedup();
     assert_eq!(etps, [1, 2]);
-    assert_eq!(sweep("llama3-8b", "1")["configurations"], 14);
+    assert_eq!(sweep("llama3-8b", "1")["configurations"], 20);
 }
 
 /// The default grid offers the embedding and the loss as pipeline layers (Megatron-LM's

@@ -59,7 +59,9 @@ pub struct SweepArgs {
     /// Micro-batch sizes.
     #[arg(long, value_delimiter = ',')]
     pub micro_batch: Vec<u32>,
-    /// Pipeline schedules: gpipe, 1f1b, interleaved:V.
+    /// Pipeline schedules: gpipe, 1f1b, interleaved:V, interleaved:all (every V that splits
+    /// the stages into equal chunks, as Megatron-core requires; the default list is gpipe,
+    /// 1f1b, interleaved:all), dualpipe.
     #[arg(long, value_delimiter = ',')]
     pub schedule: Vec<String>,
     /// ZeRO stages (0–3).

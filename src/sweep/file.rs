@@ -139,15 +139,25 @@ fn parse_enum<T: DeserializeOwned>(what: &str, s: &str, valid: &[&str]) -> Resul
     T::deserialize(de).map_err(|_| unknown_in(what, s, valid))
 }
 
-/// Parses a schedule: `gpipe`, `1f1b`, `interleaved:V` (V ≥ 2 chunks per stage).
+/// Parses a schedule: `gpipe`, `1f1b`, `interleaved:V` (V ≥ 2 chunks per stage),
+/// `interleaved:all` (every V that splits the stages into equal chunks: `(Interleaved, 0)`).
 pub fn parse_schedule(s: &str) -> Result<(Schedule, u32)> {
-    const VALID: [&str; 4] = ["gpipe", "1f1b", "interleaved:V", "dualpipe"];
+    const VALID: [&str; 5] = [
+        "gpipe",
+        "1f1b",
+        "interleaved:V",
+        "interleaved:all",
+        "dualpipe",
+    ];
     if let Some(v) = s.trim().strip_prefix("interleaved") {
         let v = v.strip_prefix(':').unwrap_or("2");
+        if v == "all" {
+            return Ok((Schedule::Interleaved, 0));
+        }
         let v: u32 = v.parse().ok().filter(|&v| v >= 2).ok_or_else(|| {
             Error::input(
                 "schedule",
-                format!("'{s}': expected interleaved:V with V ≥ 2"),
+                format!("'{s}': expected interleaved:V with V ≥ 2, or interleaved:all"),
             )
         })?;
         return Ok((Schedule::Interleaved, v));

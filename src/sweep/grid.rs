@@ -52,7 +52,8 @@ pub struct Axes {
     pub etp: Vec<u32>,
     /// Micro-batch sizes.
     pub micro_batch: Vec<u32>,
-    /// (schedule, chunks per stage v); v is 1 except for the interleaved schedule.
+    /// (schedule, chunks per stage v); v is 1 except for the interleaved schedule, where
+    /// v = 0 stands for every v that splits the stages into equal chunks (`interleaved:all`).
     pub schedules: Vec<(Schedule, u32)>,
     /// ZeRO stages.
     pub zero: Vec<u8>,
@@ -99,8 +100,9 @@ pub struct Axes {
 
 impl Axes {
     /// The default grid for `gpus` devices: every factorisation, micro-batches 1–16,
-    /// GPipe, 1F1B and interleaved with v ∈ {2, 3, 4, 6, 8} (Megatron-LM needs v to divide
-    /// the layers per stage, so depths of 3 and 6 serve stages of 6, 9, 12, … layers), ZeRO
+    /// GPipe, 1F1B and interleaved with every v that divides each stage's layers (and the
+    /// middle stages equal: Megatron-core's rule, [`equal_chunks`]; NVIDIA's tuned runs use
+    /// v = 5, 7, 10, 12 and 24 as well as 2–8), ZeRO
     /// 0–3 (not ZeRO-2 with a pipeline: no framework runs it), every recomputation mode,
     /// both group orders, context parallelism for long sequences ([`default_cp`]), and the
     /// practice switches (SP, TP and DP overlap, flash attention) on: Megatron-LM/NeMo
@@ -124,8 +126,11 @@ impl Axes {
                 (Schedule::Interleaved, 2),
                 (Schedule::Interleaved, 3),
                 (Schedule::Interleaved, 4),
+                (Schedule::Interleaved, 5),
                 (Schedule::Interleaved, 6),
                 (Schedule::Interleaved, 8),
+                (Schedule::Interleaved, 10),
+                (Schedule::Interleaved, 12),
             ],
             zero: vec![0, 1, 2, 3],
             recompute: vec![Recompute::None, Recompute::Selective, Recompute::Full],
@@ -214,20 +219,29 @@ fn degree_lists(model: &Model, axes: &Axes, g: u32) -> (Vec<u32>, Vec<u32>, Vec<
 pub fn count_configs(model: &Model, axes: &Axes) -> u64 {
     // The CP × sequence × precision × ETP combinations, as the grid lays them out.
     let extra = extras(axes, model.transformer().map(|t| t.s as u32), is_moe(model)).len();
-    let per_plan = u128::from(axes.knob_count())
-        * axes.micro_batch.len() as u128
-        * axes.ends.len().max(1) as u128
-        * axes.schedules.len() as u128
-        * extra as u128;
+    let per_plan = u128::from(axes.knob_count()) * axes.micro_batch.len() as u128 * extra as u128;
+    // Schedules per pipeline depth: `interleaved:all` stands for every depth that splits
+    // that many stages into equal chunks.
+    let schedules = |pp: u32| -> u128 {
+        let ends: &[bool] = if axes.ends.is_empty() {
+            &[false]
+        } else {
+            &axes.ends
+        };
+        (ends.iter())
+            .map(|&e| expand_schedules(&axes.schedules, model, pp, e).len() as u128)
+            .sum()
+    };
     let systems = axes.networks.len().max(1) as u128 * axes.hardware.count().max(1) as u128;
     let mut total: u128 = 0;
     for &g in &axes.gpus {
         let (tps, pps, eps, explicit) = degree_lists(model, axes, g);
-        let pairs = tps
+        let pairs: u128 = tps
             .iter()
             .flat_map(|&tp| pps.iter().map(move |&pp| (tp, pp)))
             .filter(|&(tp, pp)| explicit || g.is_multiple_of(tp.saturating_mul(pp)))
-            .count() as u128;
+            .map(|(_, pp)| schedules(pp))
+            .sum();
         total = total.saturating_add(systems * pairs * eps.len() as u128 * per_plan);
     }
     u64::try_from(total).unwrap_or(u64::MAX)
@@ -331,7 +345,8 @@ impl Grid {
                             .iter()
                             .flat_map(|&mb| axes.ends.iter().map(move |&ends| (mb, ends)));
                         for (mb, ends) in ends_axis {
-                            for (k, &(schedule, v)) in axes.schedules.iter().enumerate() {
+                            let schedules = expand_schedules(&axes.schedules, model, pp, ends);
+                            for &(k, (schedule, v)) in &schedules {
                                 total += knobs;
                                 // One stage has no pipeline: every schedule is the same run.
                                 if pp == 1 && k != single_stage {
@@ -398,6 +413,9 @@ impl Grid {
                                             ) =>
                                     {
                                         invalid.add(REDUNDANT_ENDS, knobs)
+                                    }
+                                    Ok(plan) if !equal_chunks(&plan, ends) => {
+                                        invalid.add(UNEQUAL_CHUNKS, knobs)
                                     }
                                     Ok(plan) => structural.push(Structural { plan, system: si }),
                                     Err(e) => invalid.add(&reason(&e), knobs),
@@ -591,6 +609,73 @@ fn same_split_without_ends(model: &Model, sys: &System, spec: &PlanSpec, plan: &
     estimate::plan(model, sys, &plain).is_ok_and(|p| p.stages == plan.stages)
 }
 
+/// The schedules of one pipeline depth, each with its index in `list`: the marker
+/// `(Interleaved, 0)` (`interleaved:all`) becomes every `v ≥ 2` that splits the `pp`
+/// stages of the model's default split (the embedding and loss as layers when `ends`)
+/// into equal chunks ([`equal_chunks`]), in increasing order; a single stage keeps the
+/// marker, which the grid drops as a redundant schedule. Other entries stay as they are.
+fn expand_schedules(
+    list: &[(Schedule, u32)],
+    model: &Model,
+    pp: u32,
+    ends: bool,
+) -> Vec<(usize, (Schedule, u32))> {
+    let mut out = Vec::with_capacity(list.len());
+    for (k, &s) in list.iter().enumerate() {
+        if s != (Schedule::Interleaved, 0) || pp <= 1 {
+            out.push((k, s));
+            continue;
+        }
+        let split = crate::parallel::SplitSpec {
+            embedding_as_layer: ends,
+            loss_as_layer: ends,
+            ..Default::default()
+        };
+        let Some(st) = model
+            .transformer()
+            .and_then(|t| crate::parallel::Stages::new(t.layers, pp, &split).ok())
+        else {
+            continue;
+        };
+        let e = u32::from(ends);
+        let most = st.first.max(st.last).max(st.mid_max) + e;
+        out.extend(
+            (2..=most)
+                .filter(|&v| stages_split_into(&st, v, ends))
+                .map(|v| (k, (Schedule::Interleaved, v))),
+        );
+    }
+    out
+}
+
+/// Whether every stage of `st` splits into `v` equal chunks and the middle stages are
+/// equal (Megatron-core's rule, [`equal_chunks`]).
+fn stages_split_into(st: &crate::parallel::Stages, v: u32, ends: bool) -> bool {
+    let e = u32::from(ends);
+    let mids = st.pp.saturating_sub(2);
+    let mid_ok = mids == 0 || (st.mid_max * mids == st.mid_sum && st.mid_max.is_multiple_of(v));
+    (st.first + e).is_multiple_of(v) && (st.last + e).is_multiple_of(v) && mid_ok
+}
+
+/// Reason counted for interleaved plans whose stages do not split into equal chunks.
+const UNEQUAL_CHUNKS: &str = "not run by Megatron-core: the interleaved schedule needs every stage's layers (with the embedding and loss when counted) divisible by v, the middle stages equal";
+
+/// Whether Megatron-core runs an interleaved split as it stands (no custom
+/// `pipeline_model_parallel_layout`): every stage's layers divisible by the chunks per stage
+/// `v`, the middle stages holding the same number (`TransformerConfig.__post_init__` for
+/// `num_layers_in_{first,last}_pipeline_stage` and `account_for_*_in_pipeline_split`;
+/// `TransformerBlock`'s even split: `num_layers / pp` divisible by `v`). The embedding and
+/// the loss count as layers of the end stages when `ends`. Chunks then hold equal layer
+/// counts, which the estimate assumes: its bubble and windows divide a stage's time by
+/// `v`. Any split with `v` = 1 passes.
+fn equal_chunks(plan: &Plan, ends: bool) -> bool {
+    let v = plan.v;
+    if v <= 1 {
+        return true;
+    }
+    stages_split_into(&plan.stages, v, ends)
+}
+
 /// Reason counted for the default ETP 1 of a plan with TP 1 (the same plan as etp = tp).
 const REDUNDANT_ETP: &str =
     "redundant: expert TP 1 with TP 1 (the default etp = tp is the same plan)";
@@ -705,6 +790,41 @@ mod tests {
         assert_eq!(divisors(36), vec![1, 2, 3, 4, 6, 9, 12, 18, 36]);
         assert_eq!(divisors(1), vec![1]);
         assert_eq!(divisors(4_294_967_291).len(), 2); // the largest 32-bit prime
+    }
+
+    #[test]
+    fn interleaved_all_lists_the_depths_megatron_core_runs() {
+        let gpt3 = crate::catalog::model("gpt3-175b").unwrap(); // 96 layers
+        let llama = crate::catalog::model("llama3-405b").unwrap(); // 126 layers
+        let all = [(Schedule::Interleaved, 0)];
+        let depths = |m: &Model, pp: u32, ends: bool| -> Vec<u32> {
+            (expand_schedules(&all, m, pp, ends).iter())
+                .map(|(_, (_, v))| *v)
+                .collect()
+        };
+        // 96 on 8 stages: 12 layers each; v ∈ divisors of 12 above 1.
+        assert_eq!(depths(&gpt3, 8, false), vec![2, 3, 4, 6, 12]);
+        // 96 on 9 stages: 10 + 11·6 + 10·1 + 10, middle stages unequal → none.
+        assert_eq!(depths(&gpt3, 9, false), Vec::<u32>::new());
+        // 96 + 2 on 8 stages does not divide: Megatron-LM refuses the split.
+        assert_eq!(depths(&gpt3, 8, true), Vec::<u32>::new());
+        // Llama 3 405B: 126 + 2 on 16 stages = 8 units each (NVIDIA's VP 4 and 8).
+        assert_eq!(depths(&llama, 16, true), vec![2, 4, 8]);
+        // 126 on 16 without the ends: 7 + 8·14 + 7; 7 and 8 share no divisor above 1.
+        assert_eq!(depths(&llama, 16, false), Vec::<u32>::new());
+        // 126 on 9: 14 each (NVIDIA's VP 7 with CP 2 on 576 GPUs).
+        assert_eq!(depths(&llama, 9, false), vec![2, 7, 14]);
+        // A single stage keeps the marker (the grid drops it as a redundant schedule);
+        // other schedules pass through with their index.
+        let mixed = [(Schedule::OneFOneB, 1), (Schedule::Interleaved, 0)];
+        assert_eq!(
+            expand_schedules(&mixed, &gpt3, 1, false),
+            vec![
+                (0, (Schedule::OneFOneB, 1)),
+                (1, (Schedule::Interleaved, 0))
+            ]
+        );
+        assert_eq!(expand_schedules(&mixed, &gpt3, 16, false).len(), 1 + 3); // 6 each: 2, 3, 6
     }
 
     #[test]
