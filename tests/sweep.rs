@@ -161,40 +161,38 @@ fn cli_summary_reports_rate_and_drops() {
 
 /// The interleaved schedule as Megatron-core runs it: 96 layers on 9 stages (10, 11 × 6,
 /// 10 × 1, 10) cannot take 8 equal chunks per stage, so `interleaved:8` is dropped with its
-/// reason and 1F1B stays; on 8 stages (12 each) `interleaved:all` lists v = 2, 3, 4, 6 and 12, all run.
+/// reason and 1F1B stays; on 8 stages (12 each) `interleaved:all` lists v = 2, 3, 4, 6 and
+/// 12, all run.
 #[test]
 fn interleaved_depths_follow_megatron_cores_rule() {
     let run = |pp: &str, schedule: &str| -> serde_json::Value {
-        let out = bin()
-            .args(["sweep", "--model", "gpt3-175b", "--system", "dgx-a100"])
-            .args([
-                "--gpus",
-                "576",
-                "--tp",
-                "8",
-                "--pp",
-                pp,
-                "--micro-batch",
-                "1",
-            ])
-            .args(["--schedule", schedule, "--zero", "1", "--recompute", "full"])
-            .args([
-                "--order",
-                "tp-dp-pp",
-                "--global-batch",
-                "576",
-                "--format",
-                "json",
-            ])
-            .args(["--top", "20"])
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        serde_json::from_slice(&out.stdout).unwrap()
+        sweep_json(&[
+            "sweep",
+            "--model",
+            "gpt3-175b",
+            "--system",
+            "dgx-a100",
+            "--gpus",
+            "576",
+            "--tp",
+            "8",
+            "--pp",
+            pp,
+            "--micro-batch",
+            "1",
+            "--schedule",
+            schedule,
+            "--zero",
+            "1",
+            "--recompute",
+            "full",
+            "--order",
+            "tp-dp-pp",
+            "--global-batch",
+            "576",
+            "--top",
+            "20",
+        ])
     };
     let v = run("9", "1f1b,interleaved:8");
     assert_eq!(v["valid"].as_u64().unwrap(), 1, "{v}"); // 1F1B alone
