@@ -122,8 +122,11 @@ fn command(r: &Run) -> Result<Vec<String>, String> {
         flag("lora-rank", "32".into());
         flag("lora-targets", "qkv".into());
     }
-    if base(r) == "LLAMA3.1_405B" && r.pp > 1 {
-        // recipes/llama: account_for_{embedding,loss}_in_pipeline_split = True.
+    if (base(r) == "LLAMA3.1_405B" || base(r).starts_with("Qwen3_235B")) && r.pp > 1 {
+        // recipes/llama and recipes/qwen/h100/qwen3_moe.py (Qwen3-235B-A22B, which the
+        // performance recipes build on; at 067f987df0):
+        // account_for_{embedding,loss}_in_pipeline_split = True: 94 + 2 = 96 units, so
+        // PP 8 × VP 4 cuts 3 per chunk and PP 4 × VP 12 cuts 2.
         a.extend(["--account-for-embedding", "--account-for-loss"].map(String::from));
     }
     if r.notes.contains("FSDP=") {
