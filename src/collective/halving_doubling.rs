@@ -193,6 +193,44 @@ mod tests {
         assert_relative_eq!(c.factor, 3.0 / 4.0 + 1.0 + 1.0 / 6.0);
     }
 
+    /// The expressions `--explain` prints are the closed forms the module documents, and
+    /// they give the computed counts when evaluated by hand (p = 6: q = 2, p' = 4, e = 1;
+    /// p = 8 ring: q = 3, p' = 8, e = 0).
+    #[test]
+    fn explain_expressions_are_the_closed_forms() {
+        let ring8 = Dim::new(DimKind::Ring, 8, Bandwidth::new(1.0), Seconds::new(1.0)).unwrap();
+        let c = cost(Collective::ReduceScatter, &sw(6)).unwrap();
+        assert_eq!(
+            (c.steps_expr, c.factor_expr),
+            ("q + 2e", "(p'−1)/p' + e(1 + 1/p)")
+        );
+        assert_relative_eq!(c.steps, 2.0 + 2.0);
+        assert_relative_eq!(c.factor, 3.0 / 4.0 + (1.0 + 1.0 / 6.0));
+        let c = cost(Collective::AllGather, &ring8).unwrap();
+        assert_eq!(
+            (c.steps_expr, c.factor_expr),
+            ("p'−1 + 2e", "q/2 + e(1 + 1/p)")
+        );
+        assert_relative_eq!(c.steps, 7.0);
+        assert_relative_eq!(c.factor, 1.5);
+        let c = cost(Collective::AllReduce, &ring8).unwrap();
+        assert_eq!((c.steps_expr, c.factor_expr), ("2(p'−1) + 2e", "q + 2e"));
+        assert_relative_eq!(c.steps, 14.0);
+        assert_relative_eq!(c.factor, 3.0);
+        let c = cost(Collective::Broadcast, &sw(6)).unwrap();
+        assert_eq!((c.steps_expr, c.factor_expr), ("2q + e", "2(p'−1)/p' + e"));
+        assert_relative_eq!(c.steps, 4.0 + 1.0);
+        assert_relative_eq!(c.factor, 1.5 + 1.0);
+        let c = cost(Collective::Gather, &sw(6)).unwrap();
+        assert_eq!((c.steps_expr, c.factor_expr), ("q + e", "(p'−1)/p' + e/p"));
+        assert_relative_eq!(c.steps, 3.0);
+        assert_relative_eq!(c.factor, 3.0 / 4.0 + 1.0 / 6.0);
+        let c = cost(Collective::Scatter, &ring8).unwrap();
+        assert_eq!((c.steps_expr, c.factor_expr), ("p'−1 + e", "q/2 + e/p"));
+        assert_relative_eq!(c.steps, 7.0);
+        assert_relative_eq!(c.factor, 1.5);
+    }
+
     #[test]
     fn ring_block_core_moves_half_per_stage() {
         let d = Dim::new(DimKind::Ring, 8, Bandwidth::new(1.0), Seconds::new(1.0)).unwrap();
