@@ -827,6 +827,27 @@ mod tests {
         assert_eq!(expand_schedules(&mixed, &gpt3, 16, false).len(), 1 + 3); // 6 each: 2, 3, 6
     }
 
+    /// `count_configs` (the limit check, before anything is built) counts what
+    /// `Grid::build` lays out, with extra axes (sequence lengths, precisions, CP for long
+    /// sequences, ETP for MoE) and `interleaved:all` expanded per pipeline depth.
+    #[test]
+    fn counted_configurations_are_the_built_ones() {
+        let sys = crate::catalog::system("dgx-h100").unwrap();
+        for (name, gpus, long) in [("llama3-8b", 16, true), ("mixtral-8x7b", 16, false)] {
+            let model = crate::catalog::model(name).unwrap();
+            let mut axes = Axes::default_for(gpus);
+            axes.seq_len = if long { vec![4096, 16384] } else { vec![4096] };
+            axes.precision = vec![
+                (Precision::Bf16, Fp8Recipe::Delayed),
+                (Precision::Fp8, Fp8Recipe::Delayed),
+            ];
+            axes.schedules.push((Schedule::Interleaved, 0));
+            let counted = count_configs(&model, &axes);
+            let built = Grid::build(&model, &sys, 64, axes).unwrap().total;
+            assert_eq!(counted, built, "{name}");
+        }
+    }
+
     #[test]
     fn knob_count_is_the_product() {
         // ZeRO 0–3, three recomputation modes, two group orders; SP, TP and DP overlap and
