@@ -219,6 +219,13 @@ mod tests {
             (Schedule::Interleaved, 4)
         );
         assert!(parse_schedule("interleaved:1").is_err());
+        // Every depth that splits the stages into equal chunks, expanded by the grid.
+        assert_eq!(
+            parse_schedule("interleaved:all").unwrap(),
+            (Schedule::Interleaved, 0)
+        );
+        let e = parse_schedule("interleaved:any").unwrap_err().to_string();
+        assert!(e.contains("interleaved:all"), "{e}");
         let e = parse_schedule("1f1").unwrap_err().to_string();
         assert!(e.contains("did you mean '1f1b'"), "{e}");
         assert_eq!(parse_recompute("full").unwrap(), Recompute::Full);
