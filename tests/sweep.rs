@@ -212,6 +212,64 @@ fn interleaved_depths_follow_megatron_cores_rule() {
     assert_eq!(depths, vec![2, 3, 4, 6, 12], "{v}");
 }
 
+/// `--optimizer` is a setting of every plan. GPT-3 175B on TP 8 × PP 8 × DP 1: the first
+/// stage holds P parameters (2P bytes of 16-bit weights); an FP32 Adam state takes 12P, a
+/// BF16 one 6P, so the plan's memory drops by 6P = 3 × its weight bytes, and the row names
+/// the layout.
+#[test]
+fn optimizer_layout_is_a_setting_of_every_plan() {
+    let plan = [
+        "--model",
+        "gpt3-175b",
+        "--system",
+        "dgx-a100",
+        "--gpus",
+        "64",
+        "--tp",
+        "8",
+        "--pp",
+        "8",
+        "--micro-batch",
+        "1",
+        "--zero",
+        "1",
+        "--recompute",
+        "full",
+        "--global-batch",
+        "64",
+    ];
+    let run = |opt: &str| {
+        let mut a = vec![
+            "sweep",
+            "--schedule",
+            "1f1b",
+            "--order",
+            "tp-dp-pp",
+            "--top",
+            "1",
+        ];
+        a.extend_from_slice(&plan);
+        a.extend_from_slice(&["--optimizer", opt]);
+        sweep_json(&a)
+    };
+    let (fp32, bf16) = (run("adam"), run("adam-bf16-state"));
+    assert_eq!(bf16["top"][0]["plan"]["optimizer"], "adam-bf16-state");
+    let total = |v: &serde_json::Value| v["top"][0]["memory_per_device_bytes"].as_f64().unwrap();
+    let out = bin()
+        .arg("estimate")
+        .args(plan)
+        .args(["--format", "json"])
+        .output()
+        .unwrap();
+    let est: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let weights = est["memory_breakdown"]["weights_bytes"].as_f64().unwrap();
+    let drop = total(&fp32) - total(&bf16);
+    assert!(
+        (drop / (3.0 * weights) - 1.0).abs() < 1e-12,
+        "{drop} vs {weights}"
+    );
+}
+
 #[test]
 fn all_streams_every_evaluated_row() {
     let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))

@@ -246,6 +246,36 @@ fn bf16_moments_step_and_states_by_hand() {
     );
 }
 
+/// Apex's DistributedFusedAdam with `dtype = bf16` (`adam-bf16-state`, NeMo 1.x's
+/// Nemotron-4 340B recipe): BF16 gradients (2 B) and the whole state in BF16, master copy,
+/// m and v (2 + 2 + 2 = 6 B). The step over the ZeRO-1 shard moves: clip reads the
+/// gradient (2), Adam reads it and reads/writes master, m and v (2 + 2·6), the master is
+/// copied to the weight (2 + 2), the gradient is zeroed (2): 6 + 2·6 + 3·2 = 24 B.
+/// Memory: 2 B of weight and 2 B of gradient per parameter, 6 B of state over DP 4.
+#[test]
+fn bf16_state_step_and_states_by_hand() {
+    let e = zero1_on(
+        &system("switch(4, 100GB/s, 1us)"),
+        astrolabe::compute::Precision::Bf16,
+        astrolabe::parallel::Optimizer::AdamBf16State,
+    );
+    let t = (params() / 4.0) * 24.0 / (2039e9 * 0.7) + 8.0 * 4e-6;
+    close(e.time.optimizer.get(), t, 1e-9, "Adam, BF16 state, ZeRO-1");
+    close(e.memory.weights.get(), 2.0 * params(), 1e-9, "weights");
+    close(
+        e.memory.gradients.get(),
+        2.0 * params(),
+        1e-9,
+        "bf16 gradients",
+    );
+    close(
+        e.memory.optimizer.get(),
+        6.0 * params() / 4.0,
+        1e-9,
+        "states over DP 4",
+    );
+}
+
 /// fp16 with dynamic loss scaling: the step also unscales and checks the gradients in
 /// place (read and write, 2g): 36 + 2·2 = 40 B per parameter of the ZeRO-1 shard (A100:
 /// 2039 GB/s at 0.7, 8 kernels of 4 µs).

@@ -73,13 +73,14 @@ fn mfu_line_divides_by_the_peak_it_names() {
 }
 
 /// The optimizer line writes its bytes per parameter with the layout's numbers: `6 + 2·o +
-/// 3·g` is 30 + 3·2 = 36 B for `adam`, 6 + 2·8 + 3·4 = 34 B for `adam-bf16-moments`; the
-/// JSON plan names the layout.
+/// 3·g` is 30 + 3·2 = 36 B for `adam`, 6 + 2·8 + 3·4 = 34 B for `adam-bf16-moments`, 6 +
+/// 2·6 + 3·2 = 24 B for `adam-bf16-state`; the JSON plan names the layout.
 #[test]
 fn optimizer_line_shows_its_bytes_per_parameter() {
     for (opt, form) in [
         ("adam", "6 + 2·12 + 3·2 = 36 B"),
         ("adam-bf16-moments", "6 + 2·8 + 3·4 = 34 B"),
+        ("adam-bf16-state", "6 + 2·6 + 3·2 = 24 B"),
     ] {
         let base = common::llama8b_args(
             "estimate",

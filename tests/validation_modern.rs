@@ -208,6 +208,14 @@ fn command(r: &Run, mb: u32) -> Result<Vec<String>, &'static str> {
         if tp > 1 {
             a.push("--sequence-parallel".into());
         }
+        if r.model == "Nemotron-340B" {
+            // NeMo 1.x's Nemotron-4 340B recipe of the time ran Apex's DistributedFusedAdam
+            // with its state in BF16 (NeMo-Framework-Launcher
+            // conf/training/nemotron/nemotron_340b.yaml at 7c842fcd, June 2024: `optim:
+            // distributed_fused_adam`, `dtype: bf16`, `grad_sync_dtype: bf16`; the other
+            // 2024 recipes keep the FP32 state).
+            a.extend(["--optimizer", "adam-bf16-state"].map(String::from));
+        }
         if r.source == "Megatron-LM" {
             // Megatron-LM forces gradient accumulation and reduction in fp32 for bf16
             // (`accumulate_allreduce_grads_in_fp32`, megatron/training/arguments.py at the
@@ -483,7 +491,7 @@ fn default_sweep_best_vs_published() {
         100.0 * inside
     );
     // Issue 20 asks for a median in [0.95, 1.10] (met) and 90 % within [0.85, 1.20] (not
-    // yet: 89.7 % is today's floor (35 of 39); docs/validation.md names the rows outside and why).
+    // met on this set: 92.3 % (36 of 39); docs/validation.md names the rows outside and why).
     assert!((0.95..=1.10).contains(&median), "median {median}");
-    assert!(inside >= 0.89, "{inside}");
+    assert!(inside >= 0.92, "{inside}");
 }

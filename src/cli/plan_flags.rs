@@ -132,9 +132,10 @@ pub struct PlanFlags {
     /// Matrix precision: bf16, fp16, fp8, mxfp8, nvfp4, tf32, fp32.
     #[arg(long)]
     pub precision: Option<String>,
-    /// Optimizer layout: adam (16 B/param), adam-fp32-grads (18 B/param, Megatron-LM) or
+    /// Optimizer layout: adam (16 B/param), adam-fp32-grads (18 B/param, Megatron-LM),
     /// adam-bf16-moments (14 B/param: Megatron-core's precision-aware optimizer with BF16
-    /// moments).
+    /// moments) or adam-bf16-state (10 B/param: Apex DistributedFusedAdam with dtype bf16,
+    /// NeMo 1.x).
     #[arg(long)]
     pub optimizer: Option<String>,
     /// Fused (flash) attention (default: true).
@@ -158,6 +159,20 @@ pub struct PlanFlags {
     /// Layer parts captured as CUDA graphs (Megatron-core --cuda-graph-impl/--cuda-graph-modules): none (default), full (full_iteration: no host time), or a comma list of attn, mlp, moe_router, moe_preprocess, moe, mamba. Eager parts cost host time per operation; a layer whose host time exceeds its GPU time leaves the GPU waiting (docs/modern-training.md, host launch).
     #[arg(long, value_name = "SCOPES")]
     pub cuda_graphs: Option<String>,
+}
+
+/// Parses `--optimizer`: an optimizer layout's name.
+pub(crate) fn parse_optimizer(s: &str) -> Result<Optimizer> {
+    parse_enum(
+        "--optimizer",
+        s,
+        &[
+            "adam",
+            "adam-fp32-grads",
+            "adam-bf16-moments",
+            "adam-bf16-state",
+        ],
+    )
 }
 
 pub(crate) fn parse_enum<T: serde::de::DeserializeOwned>(
@@ -253,11 +268,7 @@ impl PlanFlags {
             p.precision = Precision::parse(s).map_err(|e| e.context("--precision"))?;
         }
         if let Some(s) = &self.optimizer {
-            p.optimizer = parse_enum::<Optimizer>(
-                "--optimizer",
-                s,
-                &["adam", "adam-fp32-grads", "adam-bf16-moments"],
-            )?;
+            p.optimizer = parse_optimizer(s)?;
         }
         if let Some(s) = &self.ep_dispatch {
             p.ep_dispatch = parse_enum("--ep-dispatch", s, &["alltoall", "hierarchical"])?;

@@ -97,6 +97,10 @@ pub struct SweepArgs {
     /// Loss kernels in every plan: unfused or te (see `estimate --help`).
     #[arg(long, value_name = "KIND")]
     pub cross_entropy: Option<String>,
+    /// Optimizer layout in every plan: adam, adam-fp32-grads, adam-bf16-moments or
+    /// adam-bf16-state (see `estimate --help`; default adam).
+    #[arg(long, value_name = "LAYOUT")]
+    pub optimizer: Option<String>,
     /// Weights only in the 8- or 4-bit format in every low-precision plan (see `estimate --help`).
     #[arg(long)]
     pub fp8_params: bool,
@@ -399,6 +403,9 @@ fn build_axes(a: &SweepArgs, f: &SweepFile, system: &crate::system::System) -> R
     if let Some(s) = a.cross_entropy.as_ref().or(fa.cross_entropy.as_ref()) {
         ax.cross_entropy =
             crate::cli::plan_flags::parse_enum("--cross-entropy", s, &["unfused", "te"])?;
+    }
+    if let Some(s) = a.optimizer.as_ref().or(fa.optimizer.as_ref()) {
+        ax.optimizer = crate::cli::plan_flags::parse_optimizer(s)?;
     }
     ax.fp8_params = a.fp8_params || fa.fp8_params.unwrap_or(false);
     let graphs_from = [

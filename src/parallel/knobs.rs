@@ -55,6 +55,14 @@ pub enum Optimizer {
     /// `perf_recipes/deepseek/common.py`); DeepSeek-V3 trained so (DeepSeek-AI 2024, §3.3.3,
     /// "Low-Precision Optimizer States").
     AdamBf16Moments,
+    /// Adam with its whole state in BF16, 10 B/param: 2 weight + 2 gradient + 6 (master
+    /// copy, m and v, 2 B each). Apex's `DistributedFusedAdam` with `dtype = bf16` keeps its
+    /// parameter shard, `exp_avg` and `exp_avg_sq` in that dtype (`StateBucket` in
+    /// apex/contrib/optimizers/distributed_fused_adam.py); NeMo 1.x ran it so for
+    /// Nemotron-4 340B (NeMo-Framework-Launcher conf/training/nemotron/nemotron_340b.yaml,
+    /// June 2024, 7c842fcd: `optim: distributed_fused_adam`, `dtype: bf16`,
+    /// `grad_sync_dtype: bf16`; the other 2024 recipes keep the FP32 default).
+    AdamBf16State,
 }
 
 impl Optimizer {
@@ -64,6 +72,7 @@ impl Optimizer {
             Optimizer::Adam => (2.0, 2.0, 12.0),
             Optimizer::AdamFp32Grads => (2.0, 4.0, 12.0),
             Optimizer::AdamBf16Moments => (2.0, 4.0, 8.0),
+            Optimizer::AdamBf16State => (2.0, 2.0, 6.0),
         }
     }
 }

@@ -82,7 +82,7 @@ pub struct PlanValue {
     pub etp: u32,
     /// LoRA adapter rank (0 = full training).
     pub lora_rank: u32,
-    /// Optimizer layout: "adam", "adam-fp32-grads" or "adam-bf16-moments".
+    /// Optimizer layout: "adam", "adam-fp32-grads", "adam-bf16-moments" or "adam-bf16-state".
     pub optimizer: String,
     /// Fused (flash) attention.
     pub flash_attention: bool,
@@ -134,12 +134,13 @@ pub fn order_name(o: Order) -> &'static str {
     }
 }
 
-/// "adam", "adam-fp32-grads", "adam-bf16-moments".
+/// "adam", "adam-fp32-grads", "adam-bf16-moments", "adam-bf16-state".
 pub fn optimizer_name(o: Optimizer) -> &'static str {
     match o {
         Optimizer::Adam => "adam",
         Optimizer::AdamFp32Grads => "adam-fp32-grads",
         Optimizer::AdamBf16Moments => "adam-bf16-moments",
+        Optimizer::AdamBf16State => "adam-bf16-state",
     }
 }
 

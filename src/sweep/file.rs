@@ -111,6 +111,9 @@ pub struct AxesFile {
     pub grouped_gemm: Option<String>,
     /// Loss kernels in every plan: "unfused" or "te" (a setting).
     pub cross_entropy: Option<String>,
+    /// Optimizer layout in every plan: "adam", "adam-fp32-grads", "adam-bf16-moments" or
+    /// "adam-bf16-state" (a setting).
+    pub optimizer: Option<String>,
     /// Weights only in the 8- or 4-bit format in every low-precision plan (a setting).
     pub fp8_params: Option<bool>,
     /// CUDA-graph-captured parts in every plan: "none", "full" or scope names (a setting).

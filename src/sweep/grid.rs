@@ -87,6 +87,8 @@ pub struct Axes {
     pub grouped_gemm: crate::parallel::GroupedGemm,
     /// Loss kernels in every plan (a setting).
     pub cross_entropy: crate::parallel::CrossEntropy,
+    /// Optimizer layout in every plan (a setting).
+    pub optimizer: crate::parallel::Optimizer,
     /// Low-precision parameters in every 8- or 4-bit plan with ZeRO ≥ 1 (a setting; 16-bit
     /// and ZeRO-0 plans keep 16-bit weights).
     pub fp8_params: bool,
@@ -147,6 +149,7 @@ impl Axes {
             ep_dispatch: crate::parallel::EpDispatch::Alltoall,
             grouped_gemm: crate::parallel::GroupedGemm::Streams,
             cross_entropy: crate::parallel::CrossEntropy::Unfused,
+            optimizer: crate::parallel::Optimizer::Adam,
             fp8_params: false,
             cuda_graphs: crate::parallel::CudaGraphs::NONE,
             recompute_modules: crate::parallel::RecomputeModules::NONE,
@@ -395,6 +398,7 @@ impl Grid {
                                     ep_dispatch: axes.ep_dispatch,
                                     grouped_gemm: axes.grouped_gemm,
                                     cross_entropy: axes.cross_entropy,
+                                    optimizer: axes.optimizer,
                                     cuda_graphs: axes.cuda_graphs,
                                     recompute_modules: axes.recompute_modules,
                                     memory_reserve: axes.memory_reserve,

@@ -262,8 +262,9 @@ pub fn check_band_residuals(set: &str, rows: &[astrolabe::band::Residual]) {
 /// off); the plan's structure (TP, PP, CP, EP, ETP, virtual stages, micro-batch, ZeRO,
 /// recomputation, FSDP, the pipeline split, activation offload) is left to the default grid.
 pub fn sweep_args_of(est: &[String]) -> Vec<String> {
-    // The plan's structure and its offload: the sweep chooses them.
-    const STRUCTURE: [&str; 11] = [
+    // The plan's structure and its offload: the sweep chooses them. The optimizer layout is
+    // the software's and passes through as a setting.
+    const STRUCTURE: [&str; 10] = [
         "tp",
         "pp",
         "cp",
@@ -273,7 +274,6 @@ pub fn sweep_args_of(est: &[String]) -> Vec<String> {
         "micro-batch",
         "zero",
         "recompute",
-        "optimizer",
         "offload",
     ];
     const BARE: [&str; 6] = [
