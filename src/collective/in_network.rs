@@ -113,6 +113,20 @@ mod tests {
         assert!(cost(Collective::AllToAll, &d).is_err());
     }
 
+    /// `--explain` names the efficiency only when the switch applies one: `η·B/k` at
+    /// η = 0.85, the plain all-port bandwidth `B` at η = 1 (a non-oversubscribed switch).
+    #[test]
+    fn explained_bandwidth_names_the_efficiency_when_there_is_one() {
+        let mut d = Dim::new(DimKind::Switch, 8, Bandwidth::new(370e9), Seconds::new(0.0)).unwrap();
+        d.in_network = true;
+        assert_eq!(cost(Collective::AllReduce, &d).unwrap().bandwidth_expr, "B");
+        d.in_network_efficiency = 0.85;
+        assert_eq!(
+            cost(Collective::AllReduce, &d).unwrap().bandwidth_expr,
+            "η·B/k"
+        );
+    }
+
     #[test]
     fn nvls_on_one_h100_node_matches_nccl_tests() {
         // B = 370 GB/s, η = 0.85, p = 8, n = 8 GiB: algbw → 370·0.85·8/9 = 279.6 GB/s,

@@ -83,4 +83,30 @@ mod tests {
             .time(&d, Bytes::new(1e9));
         assert_relative_eq!(t.get(), 2e-6 + 8e9 / 10e9, max_relative = 1e-12);
     }
+
+    /// An oversubscribed switch (k = 8 > p = 4) gives the server port B·p/k: the same push
+    /// and pull of 1 GB per worker takes 2α + 8·10⁹/(10⁹·10·4/8) = 2 µs + 1.6 s; a Ring
+    /// block of the same figures ignores the factor (it has no oversubscription) and keeps
+    /// the whole port but walks ⌈p/2⌉ = 2 hops each way.
+    #[test]
+    fn oversubscribed_switch_narrows_the_server_port() {
+        let mut d = Dim::new(DimKind::Switch, 4, Bandwidth::new(10e9), Seconds::new(1e-6)).unwrap();
+        d.oversubscription = 8.0;
+        let c = cost(Collective::AllReduce, &d).unwrap();
+        assert_eq!(c.bandwidth_expr, "B·p/k");
+        assert_relative_eq!(
+            c.time(&d, Bytes::new(1e9)).get(),
+            2e-6 + 1.6,
+            max_relative = 1e-12
+        );
+        let mut r = Dim::new(DimKind::Ring, 4, Bandwidth::new(10e9), Seconds::new(1e-6)).unwrap();
+        r.oversubscription = 8.0;
+        let c = cost(Collective::AllReduce, &r).unwrap();
+        assert_eq!(c.bandwidth_expr, "B");
+        assert_relative_eq!(
+            c.time(&r, Bytes::new(1e9)).get(),
+            4e-6 + 0.8,
+            max_relative = 1e-12
+        );
+    }
 }
