@@ -196,6 +196,7 @@ fn interleaved_depths_follow_megatron_cores_rule() {
     };
     let v = run("9", "1f1b,interleaved:8");
     assert_eq!(v["valid"].as_u64().unwrap(), 1, "{v}"); // 1F1B alone
+    assert_eq!(v["top"][0]["plan"]["virtual_stages"], 1, "{v}");
     let drops = v["drops"].as_array().unwrap();
     assert!(
         drops
