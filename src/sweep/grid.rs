@@ -103,7 +103,7 @@ pub struct Axes {
 impl Axes {
     /// The default grid for `gpus` devices: every factorisation, micro-batches 1–16,
     /// GPipe, 1F1B and interleaved with every v that divides each stage's layers (and the
-    /// middle stages equal: Megatron-core's rule, [`equal_chunks`]; NVIDIA's tuned runs use
+    /// middle stages equal: Megatron-core's rule, `equal_chunks`; NVIDIA's tuned runs use
     /// v = 5, 7, 10, 12 and 24 as well as 2–8), ZeRO
     /// 0–3 (not ZeRO-2 with a pipeline: no framework runs it), every recomputation mode,
     /// both group orders, context parallelism for long sequences ([`default_cp`]), and the
