@@ -123,6 +123,42 @@ fn collective_chunks_pipeline_behind_the_busiest_dimension() {
     );
 }
 
+/// Themis on three unequal dimensions of 2 (100, 20 and 25 GB/s, no latency), reduce-scatter
+/// of n in C = 2 chunks (m = n/2), ring: a dimension's share x costs t_d(x) = x/2 / B_d,
+/// i.e. m·{5, 25, 20}·10⁻¹² s per byte at full share. Chunk 1 (no load): position 1 takes d0
+/// (5 < 25, 20), position 2 (m/2) d2 (10 < 12.5, in units of 10⁻¹² m), position 3 d1 (m/4):
+/// loads d0 5, d2 10, d1 6.25; first = 21.25. Chunk 2: position 1 d0 again (5 + 5 = 10
+/// against 31.25 and 30); position 2 (m/2) d1 (6.25 + 12.5 = 18.75 < 10 + 10 = 20), position 3
+/// d2 (m/4): chunk 2 costs d0 5, d1 12.5, d2 5. T = 21.25 + max = 33.75 (×10⁻¹² m). The
+/// reported phases sum each dimension's shares: d0 2m, d1 m/4 + m/2, d2 m/2 + m/4.
+#[test]
+fn collective_themis_greedy_order_on_unequal_dimensions() {
+    let topo = "switch(2, 100GB/s, 0ns) x switch(2, 20GB/s, 0ns) x switch(2, 25GB/s, 0ns)";
+    let n = 1e9;
+    let m = n / 2.0;
+    let opts = Options {
+        algorithm: Algorithm::Ring,
+        chunks: 2,
+        schedule: Schedule::Themis,
+    };
+    assert_relative_eq!(
+        total(ReduceScatter, n, topo, opts),
+        33.75e-12 * m,
+        max_relative = 1e-12
+    );
+    let t = Topology::parse(topo).unwrap();
+    let r = collective::time(ReduceScatter, Bytes::new(n), t.dims(), &opts).unwrap();
+    let size_on = |d: usize| -> f64 {
+        (r.phases[..r.n_phases].iter())
+            .filter(|p| p.dim == d)
+            .map(|p| p.size.get())
+            .sum()
+    };
+    assert_relative_eq!(size_on(0), 2.0 * m, max_relative = 1e-12);
+    assert_relative_eq!(size_on(1), 0.75 * m, max_relative = 1e-12);
+    assert_relative_eq!(size_on(2), 0.75 * m, max_relative = 1e-12);
+}
+
 #[test]
 fn collective_themis_reaches_the_bandwidth_bound() {
     // Many chunks: T → max_d (bytes through d / B_d). Both dims carry, over all chunks,
