@@ -160,6 +160,54 @@ fn collective_themis_greedy_order_on_unequal_dimensions() {
 }
 
 #[test]
+fn collective_themis_all_reduce_weighs_both_halves() {
+    // The dimensions of the test above. A share x costs a size-2 ring x/(2B) to
+    // reduce-scatter and x/(2B) to all-gather, so the greedy order weighs x/B per
+    // dimension; in units u = m/(1 GB/s), m = n/2 per chunk:
+    // chunk 1: share m → d0 (0.01 against 0.05, 0.04); m/2 → d2 (0.02 against d1's 0.025);
+    //   m/4 → d1 (0.0125): first = 0.0425; loads d0 0.01, d1 0.0125, d2 0.02.
+    // chunk 2: share m → d0 (0.02 against 0.0625, 0.06); m/2 → d1 (0.0375 against 0.04);
+    //   m/4 → d2: d0 0.01, d1 0.025, d2 0.01, max 0.025.
+    // T = 0.0425 + 0.025 = 0.0675 u = 67.5·10⁻¹²·m: twice the reduce-scatter's, in the same
+    // order. Weighing the halves' difference instead (0 on every dimension) would take
+    // d0, d1, d2 in both chunks: 0.045 + 0.025 = 0.07 u.
+    let topo = "switch(2, 100GB/s, 0ns) x switch(2, 20GB/s, 0ns) x switch(2, 25GB/s, 0ns)";
+    let n = 1e9;
+    let opts = Options {
+        algorithm: Algorithm::Ring,
+        chunks: 2,
+        schedule: Schedule::Themis,
+    };
+    assert_relative_eq!(
+        total(AllReduce, n, topo, opts),
+        67.5e-12 * (n / 2.0),
+        max_relative = 1e-12
+    );
+}
+
+#[test]
+fn collective_themis_breaks_ties_towards_the_first_dimension() {
+    // Two chunks of m = n/2 on a size-2 ring at 50 GB/s and a size-4 ring at 75 GB/s: a
+    // whole chunk costs both the same, 1/2·m/50 = 3/4·m/75 = 0.01 u (u = m/(1 GB/s)).
+    // Chunk 1: the tie goes to the lower index, d0 (0.01), then d1 reduces m/2:
+    // 3/4·(m/2)/75 = 0.005; first = 0.015. Chunk 2: d1 (0.005 + 0.01) before d0
+    // (0.01 + 0.01), then d0 on m/4: 1/2·(m/4)/50 = 0.0025; the busier is d1 at 0.01.
+    // T = 0.025 u = 12.5 ms at n = 1 GB. Had the tie gone to d1: first 0.01 + 0.0025, then
+    // d0 (0.0125 against 0.02) takes chunk 2's whole share: T = 0.0225 u = 11.25 ms.
+    let topo = "switch(2, 50GB/s, 0ns) x switch(4, 75GB/s, 0ns)";
+    let opts = Options {
+        algorithm: Algorithm::Ring,
+        chunks: 2,
+        schedule: Schedule::Themis,
+    };
+    assert_relative_eq!(
+        total(ReduceScatter, 1e9, topo, opts),
+        12.5e-3,
+        max_relative = 1e-12
+    );
+}
+
+#[test]
 fn collective_themis_reaches_the_bandwidth_bound() {
     // Many chunks: T → max_d (bytes through d / B_d). Both dims carry, over all chunks,
     // half the chunks at full size and half at a quarter: (3/4·n/2 + 3/4·n/8)/B each.

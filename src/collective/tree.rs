@@ -113,6 +113,40 @@ mod tests {
     }
 
     #[test]
+    fn fully_connected_uses_the_links_a_node_has() {
+        // B = 30 GB/s per NPU over its p − 1 links, α = 1 µs, n = 1 GB.
+        let fc = |p: u32| {
+            Dim::new(
+                DimKind::FullyConnected,
+                p,
+                Bandwidth::new(30e9),
+                Seconds::new(1e-6),
+            )
+            .unwrap()
+        };
+        let t = |op: Collective, p: u32| cost(op, &fc(p)).unwrap().time(&fc(p), Bytes::new(1e9));
+        // p = 4, all-reduce: the 4 links it would use are capped at the 3 it has, so
+        // b = B·3/3 = 30 GB/s; T = 2·⌈log₂4⌉·α + 2n/b = 4 µs + 66.67 ms.
+        assert_relative_eq!(
+            t(Collective::AllReduce, 4).get(),
+            4e-6 + 2.0 * 1e9 / 30e9,
+            max_relative = 1e-12
+        );
+        // p = 8: 4 of 7 links, b = 30·4/7 GB/s; T = 2·3·α + 2n/b = 6 µs + 116.67 ms.
+        assert_relative_eq!(
+            t(Collective::AllReduce, 8).get(),
+            6e-6 + 2.0 * 1e9 * 7.0 / 120e9,
+            max_relative = 1e-12
+        );
+        // p = 2, broadcast: one link of the two it would use, b = B; T = α + n/B.
+        assert_relative_eq!(
+            t(Collective::Broadcast, 2).get(),
+            1e-6 + 1e9 / 30e9,
+            max_relative = 1e-12
+        );
+    }
+
+    #[test]
     fn not_on_a_ring() {
         let d = Dim::new(DimKind::Ring, 8, Bandwidth::new(1e9), Seconds::new(1e-6)).unwrap();
         assert!(!applies(Collective::AllReduce, &d));
