@@ -147,6 +147,7 @@ pub const DEVICES: &[Entry] = embed!("presets/devices":
     "gb200",
     "gb300",
     "mi300x",
+    "mi355x",
     "tpu-v4",
 );
 
@@ -160,6 +161,8 @@ pub const SYSTEMS: &[Entry] = embed!("presets/systems":
     "dgx-b300",
     "gb200-nvl72",
     "gb300-nvl72",
+    "mi300x-cluster",
+    "mi355x-cluster",
     "tpu-v4",
     "dgx-2",
     "v100-single",
