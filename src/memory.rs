@@ -4,7 +4,7 @@
 
 use crate::compute::{Fp8Recipe, Precision};
 use crate::model::Transformer;
-use crate::parallel::{Optimizer, Plan, Recompute, RecomputeModules, Schedule};
+use crate::parallel::{LoraTargets, Optimizer, Plan, Recompute, RecomputeModules, Schedule};
 use crate::units::Bytes;
 
 /// Memory per device. `Copy`; part of an `Estimate`.
@@ -143,6 +143,17 @@ pub fn model_states(params: f64, opt: Optimizer, zero: u8, dp: u32) -> [f64; 3] 
 /// (`parallel::RecomputeModules`) drop what they rebuild: `layernorm` the norms' outputs
 /// (`R` loses `2q`), `mla_up_proj` MLA's Q, K and V, `moe_act` the experts' FC2 input.
 ///
+/// With LoRA (`plan.lora_rank > 0`) the base weights are frozen, and a frozen linear layer
+/// keeps no input: Transformer Engine saves a linear's input only when its weight needs a
+/// gradient (`linear.py`: `backward_needs_input = is_grad_enabled and weight.requires_grad`;
+/// `layernorm_mlp.py` drops the norm output and the FC2 input of frozen FC1/FC2 weights).
+/// An adapted layer's adapter keeps that input instead, in 16-bit (its down-projection
+/// `A` needs it for its weight gradient; NeMo/Megatron-Bridge's `LoRALinear` feeds the
+/// adapter the base layer's input): each saved GEMM input is 2 B where adapted, 0 where
+/// not ([`lora_input_bytes`]), in place of `q`. The attention output that fused attention
+/// keeps (2 B) is the projection adapter's input too, so with LoRA the projection adds
+/// nothing beside it. MLA's latents and hybrid layers keep the count above.
+///
 /// Dropout is assumed present when the model has biases (GPT, BERT) and absent otherwise
 /// (LLaMA).
 pub fn layer_activation_bytes(m: &Transformer, plan: &Plan, dropout: bool) -> f64 {
@@ -153,35 +164,60 @@ pub fn layer_activation_bytes(m: &Transformer, plan: &Plan, dropout: bool) -> f6
         return 2.0 * sbh / split_by(plan.sp);
     }
     let q = saved_input_bytes(plan.precision, plan.fp8_recipe);
+    // Bytes each GEMM input is kept at: (QKV, projection, MLP/experts' FC1 and FC2).
+    let (qkv_in, proj_kept, mlp_in) = match lora_input_bytes(plan) {
+        Some((qkv, rest)) => (qkv, rest, rest),
+        None => (q, q, q),
+    };
     let modules = plan.recompute_modules;
     let act_kept = !modules.has(RecomputeModules::MOE_ACT);
-    let mlp = mlp_term(m, m.f, m.top_k as f64, q, act_kept || m.experts <= 1);
-    let shared = mlp_term(m, m.shared_f, 1.0, q, true);
-    let proj_in = if q < 2.0 && plan.flash_attention {
+    let mlp = mlp_term(m, m.f, m.top_k as f64, mlp_in, act_kept || m.experts <= 1);
+    let shared = mlp_term(m, m.shared_f, 1.0, mlp_in, true);
+    let proj_in = if plan.lora_rank > 0 && plan.flash_attention {
+        2.0
+    } else if q < 2.0 && plan.flash_attention {
         2.0 + q
     } else {
-        q
+        proj_kept
     };
     let scores = if plan.flash_attention || plan.recompute == Recompute::Selective {
         0.0
     } else {
         (if dropout { 5.0 } else { 2.0 }) * m.heads as f64 * s / h
     };
-    // A norm's input (2 B) and its output feeding a GEMM (`q` B; recomputed with
-    // `layernorm`).
-    let norm = if modules.has(RecomputeModules::LAYERNORM) {
-        2.0
-    } else {
-        2.0 + q
+    // A norm's input (2 B) and its output feeding a GEMM (`q` B, or as LoRA keeps it;
+    // recomputed with `layernorm`).
+    let norm = |kept: f64| {
+        if modules.has(RecomputeModules::LAYERNORM) {
+            2.0
+        } else {
+            2.0 + kept
+        }
     };
     let (attention, latents) = attention_terms(m, plan, q, proj_in);
     if let Some(hy) = &m.hybrid {
-        let x = (norm, attention, q);
+        let x = (norm(q), attention, q);
         return sbh * hybrid_layer_terms(m, hy, plan, dropout, x, scores);
     }
-    let split = attention + mlp + shared + dispatched_input(m, plan, q);
-    let replicated = 2.0 * norm + if dropout { 2.0 } else { 0.0 };
+    let split = attention + mlp + shared + dispatched_input(m, plan, mlp_in);
+    let replicated = norm(qkv_in) + norm(mlp_in) + if dropout { 2.0 } else { 0.0 };
     sbh * (replicated / split_by(plan.sp) + latents + split / t + scores / t)
+}
+
+/// Under LoRA, the bytes per element a GEMM input is kept at for (QKV, every other linear
+/// layer): 2 where the layer has an adapter (its 16-bit input, saved by the adapter), 0
+/// where it is frozen without one (Transformer Engine keeps no input for a frozen weight).
+/// QKV always has one; the others with `LoraTargets::All`. `None` without LoRA.
+fn lora_input_bytes(plan: &Plan) -> Option<(f64, f64)> {
+    if plan.lora_rank == 0 {
+        return None;
+    }
+    let rest = if plan.lora_targets == LoraTargets::All {
+        2.0
+    } else {
+        0.0
+    };
+    Some((2.0, rest))
 }
 
 /// One attention block's saved tensors per `s·b·h`: (split over TP, replicated). Fused
@@ -480,6 +516,27 @@ mod tests {
             saved_input_bytes(Precision::Mxfp8, Fp8Recipe::Delayed),
             1.03125
         );
+    }
+
+    #[test]
+    fn lora_keeps_only_the_adapters_inputs() {
+        // The plan of the test above with LoRA (rank 16). Every linear adapted, FP8: each
+        // saved GEMM input is the adapter's 16-bit copy, R = 2·(2 + 2) = 8; S = Q 2 + KV
+        // 0.25 + the attention output 2 (the projection adapter's input) + MLP
+        // (4 + 2)·3.25 = 23.75: (8 + 23.75)/8, as BF16 without LoRA.
+        let sh = 8192.0 * 16384.0;
+        let (m, mut p) = llama405(16, 1, 16, false, Precision::Fp8);
+        p.lora_rank = 16;
+        assert_relative_eq!(layer_activation_bytes(&m, &p, false), sh * 31.75 / 8.0);
+        // QKV only: the attention norm's output kept for the QKV adapter (R = 4 + 2 = 6);
+        // the frozen projection, FC1 and FC2 keep nothing: S = 2 + 0.25 + 2 + 4·3.25 = 17.25.
+        p.lora_targets = LoraTargets::Qkv;
+        assert_relative_eq!(layer_activation_bytes(&m, &p, false), sh * 23.25 / 8.0);
+        // In BF16 the same: nothing saved depends on q any more.
+        let (m, mut p) = llama405(16, 1, 16, false, Precision::Bf16);
+        p.lora_rank = 16;
+        p.lora_targets = LoraTargets::Qkv;
+        assert_relative_eq!(layer_activation_bytes(&m, &p, false), sh * 23.25 / 8.0);
     }
 
     #[test]
