@@ -3,8 +3,8 @@
 //! Every estimate carries an 80 % band built from the residuals of comparable published
 //! runs, `r = ln(measured / estimated)`, kept in `presets/bands/*.csv` (one file per public
 //! set: NVIDIA's NeMo and Megatron-LM tables in `runs.csv`, Megatron-Bridge's 2025–2026
-//! tables in `runs-2025.csv`; the validation harnesses write them and check them, so they
-//! always belong to this model). A run's group is its device generation × dense/MoE ×
+//! tables in `runs-2025.csv`, AMD Instinct MLPerf Training results in `amd-mlperf.csv`; the
+//! validation harnesses write them and check them, so they always belong to this model). A run's group is its device generation × dense/MoE ×
 //! precision class × scale; when that group has fewer than [`MIN_RUNS`] runs the band backs
 //! off to coarser groups (dropping scale, then precision, then generation, then the kind)
 //! and names the group it used.
@@ -43,7 +43,8 @@ pub struct Band {
 /// What places a run in a group.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Key {
-    /// Device generation: "Volta", "Ampere", "Hopper", "Blackwell" or "other".
+    /// Device generation: "Volta", "Ampere", "Hopper", "Blackwell", "AMD Instinct" (CDNA 3
+    /// and 4: MI300X, MI325X, MI350X, MI355X) or "other".
     pub generation: &'static str,
     /// Mixture-of-experts model.
     pub moe: bool,
@@ -78,6 +79,8 @@ pub fn generation(device: &str) -> &'static str {
         "Ampere"
     } else if has(&["v100"]) {
         "Volta"
+    } else if has(&["mi300", "mi325", "mi350", "mi355"]) {
+        "AMD Instinct"
     } else {
         "other"
     }
@@ -126,7 +129,7 @@ impl Residual {
 }
 
 /// The residual sets shipped with the binary.
-pub const SETS: [(&str, &str); 2] = [
+pub const SETS: [(&str, &str); 3] = [
     (
         "runs",
         include_str!(concat!(
@@ -139,6 +142,13 @@ pub const SETS: [(&str, &str); 2] = [
         include_str!(concat!(
             env!("CARGO_MANIFEST_DIR"),
             "/presets/bands/runs-2025.csv"
+        )),
+    ),
+    (
+        "amd-mlperf",
+        include_str!(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/presets/bands/amd-mlperf.csv"
         )),
     ),
 ];
@@ -309,7 +319,9 @@ mod tests {
             ("Blackwell", true, "8-bit", "65–512 GPUs")
         );
         assert_eq!(generation("H800"), "Hopper");
-        assert_eq!(generation("mi300x"), "other");
+        assert_eq!(generation("mi300x"), "AMD Instinct");
+        assert_eq!(generation("MI355X"), "AMD Instinct");
+        assert_eq!(generation("tpu-v4"), "other");
         assert_eq!(
             Key::new("a100", false, Precision::Fp16, 1025).scale,
             "> 512 GPUs"
@@ -318,9 +330,11 @@ mod tests {
 
     #[test]
     fn shipped_sets_parse() {
-        for (name, text) in SETS {
+        let expected = [("runs", 45), ("runs-2025", 144), ("amd-mlperf", 19)];
+        for ((name, text), (want, n)) in SETS.iter().zip(expected) {
+            assert_eq!(*name, want);
             let r = parse(text).unwrap_or_else(|e| panic!("{name}: {e}"));
-            assert!(r.len() > 40, "{name}: {} runs", r.len());
+            assert_eq!(r.len(), n, "{name}");
         }
     }
 }

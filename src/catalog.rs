@@ -147,6 +147,7 @@ pub const DEVICES: &[Entry] = embed!("presets/devices":
     "gb200",
     "gb300",
     "mi300x",
+    "mi325x",
     "mi355x",
     "tpu-v4",
 );
@@ -162,6 +163,7 @@ pub const SYSTEMS: &[Entry] = embed!("presets/systems":
     "gb200-nvl72",
     "gb300-nvl72",
     "mi300x-cluster",
+    "mi325x-cluster",
     "mi355x-cluster",
     "tpu-v4",
     "dgx-2",
