@@ -150,7 +150,7 @@ pub fn model_states(params: f64, opt: Optimizer, zero: u8, dp: u32) -> [f64; 3] 
 /// An adapted layer's adapter keeps that input instead, in 16-bit (its down-projection
 /// `A` needs it for its weight gradient; NeMo/Megatron-Bridge's `LoRALinear` feeds the
 /// adapter the base layer's input): each saved GEMM input is 2 B where adapted, 0 where
-/// not ([`lora_input_bytes`]), in place of `q`. The attention output that fused attention
+/// not (`lora_input_bytes`), in place of `q`. The attention output that fused attention
 /// keeps (2 B) is the projection adapter's input too, so with LoRA the projection adds
 /// nothing beside it. MLA's latents and hybrid layers keep the count above.
 ///

@@ -120,14 +120,8 @@ fn amd_mlperf_rows_within_bounds() {
     }
     assert_eq!(by_gpu["MI325X"].len(), 11);
     assert_eq!(by_gpu["MI355X"].len(), 8);
-    for (gpu, mut e) in by_gpu {
-        e.sort_by(f64::total_cmp);
-        let n = e.len();
-        let med = if n % 2 == 1 {
-            e[n / 2]
-        } else {
-            (e[n / 2 - 1] + e[n / 2]) / 2.0
-        };
+    for (gpu, e) in by_gpu {
+        let med = common::median(&e);
         assert!(med < 0.15, "{gpu}: median |error| {med:.3}");
     }
 }

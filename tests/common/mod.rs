@@ -336,16 +336,20 @@ pub fn default_sweep_best(args: &[String]) -> Result<(f64, Value), String> {
 /// Issue 20's acceptance on `ratios` (published time / default-sweep best, one per
 /// configuration): (median, share within [0.85, 1.20]).
 pub fn sweep_ratio_stats(ratios: &[f64]) -> (f64, f64) {
-    let mut r = ratios.to_vec();
+    let inside = ratios.iter().filter(|x| (0.85..=1.20).contains(*x)).count();
+    (median(ratios), inside as f64 / ratios.len() as f64)
+}
+
+/// The median of `v` (the mean of the middle two for an even count).
+pub fn median(v: &[f64]) -> f64 {
+    let mut r = v.to_vec();
     r.sort_by(f64::total_cmp);
     let n = r.len();
-    let median = if n % 2 == 1 {
+    if n % 2 == 1 {
         r[n / 2]
     } else {
         (r[n / 2 - 1] + r[n / 2]) / 2.0
-    };
-    let inside = r.iter().filter(|x| (0.85..=1.20).contains(*x)).count();
-    (median, inside as f64 / n as f64)
+    }
 }
 
 /// A sweep row's plan as one short string: "TP 2 PP 8 VP 4 CP 2 EP 8 ETP 1 mb 1 ZeRO 1".
