@@ -277,3 +277,68 @@ fn cp2_across_two_dgx(extra: &[&str]) -> serde_json::Value {
     a.extend_from_slice(extra);
     common::json(&common::llama8b_args("estimate", &a))
 }
+
+/// CP's plan checks (`parallel::context::check`), each with its numbers: the sequence must
+/// split into `2·cp` equal chunks (causal load balancing), and all-to-all CP needs the heads
+/// per TP rank to divide by `cp`. Llama 3 8B has 32 heads: at TP 2 a rank holds 16, which
+/// CP 4 divides and CP 32 does not; a 4096-token sequence splits into 2·4 = 8 chunks but not
+/// into 2·3 = 6.
+#[test]
+fn context_parallel_plan_checks() {
+    let ok = common::json(&[
+        "estimate",
+        "--model",
+        "llama3-8b",
+        "--system",
+        "dgx-h100",
+        "--gpus",
+        "8",
+        "--tp",
+        "2",
+        "--cp",
+        "4",
+        "--cp-kind",
+        "a2a",
+        "--global-batch",
+        "8",
+    ]);
+    assert_eq!(ok["plan"]["cp_kind"], "a2a");
+    common::usage_error(
+        &[
+            "estimate",
+            "--model",
+            "llama3-8b",
+            "--system",
+            "dgx-h100",
+            "--gpus",
+            "64",
+            "--tp",
+            "2",
+            "--cp",
+            "32",
+            "--cp-kind",
+            "a2a",
+            "--global-batch",
+            "8",
+        ],
+        "a2a needs the 16 heads per TP rank to divide by cp = 32",
+    );
+    common::usage_error(
+        &[
+            "estimate",
+            "--model",
+            "llama3-8b",
+            "--system",
+            "dgx-h100",
+            "--gpus",
+            "6",
+            "--cp",
+            "3",
+            "--global-batch",
+            "6",
+            "--seq-len",
+            "4096",
+        ],
+        "sequence length 4096 does not split into 2·cp = 6 chunks",
+    );
+}
