@@ -285,12 +285,8 @@ fn cp2_across_two_dgx(extra: &[&str]) -> serde_json::Value {
 /// into 2·3 = 6.
 #[test]
 fn context_parallel_plan_checks() {
-    let ok = common::json(&[
-        "estimate",
-        "--model",
-        "llama3-8b",
-        "--system",
-        "dgx-h100",
+    let args = |extra: &[&'static str]| common::llama8b_args("estimate", extra);
+    let ok = common::json(&args(&[
         "--gpus",
         "8",
         "--tp",
@@ -301,15 +297,10 @@ fn context_parallel_plan_checks() {
         "a2a",
         "--global-batch",
         "8",
-    ]);
+    ]));
     assert_eq!(ok["plan"]["cp_kind"], "a2a");
     common::usage_error(
-        &[
-            "estimate",
-            "--model",
-            "llama3-8b",
-            "--system",
-            "dgx-h100",
+        &args(&[
             "--gpus",
             "64",
             "--tp",
@@ -320,16 +311,11 @@ fn context_parallel_plan_checks() {
             "a2a",
             "--global-batch",
             "8",
-        ],
+        ]),
         "a2a needs the 16 heads per TP rank to divide by cp = 32",
     );
     common::usage_error(
-        &[
-            "estimate",
-            "--model",
-            "llama3-8b",
-            "--system",
-            "dgx-h100",
+        &args(&[
             "--gpus",
             "6",
             "--cp",
@@ -338,7 +324,7 @@ fn context_parallel_plan_checks() {
             "6",
             "--seq-len",
             "4096",
-        ],
+        ]),
         "sequence length 4096 does not split into 2·cp = 6 chunks",
     );
 }
