@@ -161,6 +161,17 @@ pub struct EfficiencySpec {
     /// 6; head size 128) reach 0.57–0.6 of their 16K value at 512 tokens.
     #[serde(default = "default_flash_n0")]
     pub flash_n0: u32,
+    /// FlashAttention-2's forward efficiency on this device (fraction of the 16-bit peak at
+    /// long sequences), for plans with `--attention-kernel fa2`; unset: the device has no
+    /// measured FlashAttention-2 rates and such a plan is refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fa2_fwd: Option<f64>,
+    /// FlashAttention-2's backward efficiency (its FLOPs counted as 2.5 × forward).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fa2_bwd: Option<f64>,
+    /// FlashAttention-2's half-saturation sequence length, as `flash_n0`; unset: `flash_n0`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fa2_n0: Option<u32>,
     /// Fraction of HBM bandwidth an elementwise kernel sustains (STREAM-like).
     pub memory: f64,
     /// Fixed cost of one kernel launch and tail.
@@ -275,6 +286,8 @@ impl Device {
             ("attention", e.attention),
             ("flash_fwd", e.flash_fwd),
             ("flash_bwd", e.flash_bwd),
+            ("fa2_fwd", e.fa2_fwd.unwrap_or(e.flash_fwd)),
+            ("fa2_bwd", e.fa2_bwd.unwrap_or(e.flash_bwd)),
             ("memory", e.memory),
         ] {
             if !(v > 0.0 && v <= 1.0) {
@@ -368,6 +381,31 @@ impl Device {
         self.spec.memory_reserve.unwrap_or(Bytes::new(
             1.5 * 1073741824.0 + 0.03 * self.spec.memory.get(),
         ))
+    }
+
+    /// The fused-attention kernel's rates on this device, `(forward, backward, n0)`: the
+    /// fractions of the 16-bit peak it sustains at long sequences and the sequence length
+    /// at which it reaches half of them (`e(n) = e·n/(n + n0)`). `Te` takes the `flash_*`
+    /// keys; `Fa2` the `fa2_*` keys, or an error when the device file has none (only
+    /// devices with a published FlashAttention-2 measurement carry them).
+    pub fn attention_rates(
+        &self,
+        kernel: crate::parallel::AttentionKernel,
+    ) -> Result<(f64, f64, u32)> {
+        let e = &self.spec.efficiency;
+        match kernel {
+            crate::parallel::AttentionKernel::Te => Ok((e.flash_fwd, e.flash_bwd, e.flash_n0)),
+            crate::parallel::AttentionKernel::Fa2 => match (e.fa2_fwd, e.fa2_bwd) {
+                (Some(f), Some(b)) => Ok((f, b, e.fa2_n0.unwrap_or(e.flash_n0))),
+                _ => Err(Error::input(
+                    "--attention-kernel",
+                    format!(
+                        "device '{}' has no FlashAttention-2 rates (efficiency.fa2_fwd and fa2_bwd in its device file); use te, or give them in a device file",
+                        self.spec.name
+                    ),
+                )),
+            },
+        }
     }
 
     /// Dense matrix peak in `p`, or an error naming the precisions the device has.

@@ -11,8 +11,8 @@ mod stages;
 
 pub use context::CpKind;
 pub use knobs::{
-    CrossEntropy, CudaGraphs, DEEPSPEED_2021_RATE, EpDispatch, GroupedGemm, LoraTargets, Optimizer,
-    Order, Recompute, RecomputeModules, Schedule, Zero3Impl,
+    AttentionKernel, CrossEntropy, CudaGraphs, DEEPSPEED_2021_RATE, EpDispatch, GroupedGemm,
+    LoraTargets, Optimizer, Order, Recompute, RecomputeModules, Schedule, Zero3Impl,
 };
 pub use placement::{Placement, Span};
 pub use stages::{SplitSpec, Stages};
@@ -138,6 +138,10 @@ pub struct PlanSpec {
     pub optimizer: Optimizer,
     /// Fused (flash) attention: no s×s activations, attention recomputed in backward.
     pub flash_attention: bool,
+    /// Which fused-attention kernel: "te" (default, the device's `flash_*` rates) or "fa2"
+    /// (FlashAttention-2, PyTorch SDPA's default; the device's `fa2_*` rates).
+    #[serde(default)]
+    pub attention_kernel: AttentionKernel,
     /// Group order on the network.
     pub order: Order,
     /// How MoE tokens are dispatched.
@@ -198,6 +202,7 @@ impl Default for PlanSpec {
             precision: Precision::Bf16,
             optimizer: Optimizer::Adam,
             flash_attention: false,
+            attention_kernel: AttentionKernel::Te,
             order: Order::TpDpPp,
             ep_dispatch: EpDispatch::Alltoall,
             grouped_gemm: GroupedGemm::Streams,
@@ -310,6 +315,8 @@ pub struct Plan {
     pub optimizer: Optimizer,
     /// Flash attention.
     pub flash_attention: bool,
+    /// The fused-attention kernel.
+    pub attention_kernel: AttentionKernel,
     /// Group order.
     pub order: Order,
     /// MoE token dispatch.
@@ -547,6 +554,12 @@ impl Plan {
                 ),
             ));
         }
+        if s.attention_kernel == AttentionKernel::Fa2 && !s.flash_attention {
+            return Err(bad(
+                "attention_kernel",
+                "fa2 is a fused-attention kernel and the plan has flash attention off; turn it on (--flash-attention) or drop the kernel".into(),
+            ));
+        }
         check_ep(s, dp)?;
         if let Some(g) = s.hsdp {
             check_hsdp(g, dp, s)?;
@@ -615,6 +628,7 @@ impl Plan {
             precision: s.precision,
             optimizer: s.optimizer,
             flash_attention: s.flash_attention,
+            attention_kernel: s.attention_kernel,
             order: s.order,
             ep_dispatch: s.ep_dispatch,
             grouped_gemm: s.grouped_gemm,

@@ -128,6 +128,8 @@ impl CalibrationSpec {
         e.gemm_lowp = e.gemm_lowp.map(|l| l / self.compute);
         e.flash_fwd /= self.compute;
         e.flash_bwd /= self.compute;
+        e.fa2_fwd = e.fa2_fwd.map(|f| f / self.compute);
+        e.fa2_bwd = e.fa2_bwd.map(|b| b / self.compute);
         e.memory /= self.compute;
         e.kernel_overhead = e.kernel_overhead * self.compute;
         for d in topology.dims_mut() {

@@ -6,7 +6,7 @@ mod common;
 use astrolabe::catalog;
 use astrolabe::compute::Precision;
 use astrolabe::estimate;
-use astrolabe::parallel::PlanSpec;
+use astrolabe::parallel::{AttentionKernel, PlanSpec};
 use astrolabe::system::CalibrationSpec;
 use common::{json, tmp};
 use serde_json::Value;
@@ -199,7 +199,8 @@ fn calibrate_step_written_system_reproduces_its_measurements() {
 fn calibration_compute_factor_scales_every_compute_term() {
     // [calibration] compute = a multiplies every kernel's time (system.rs): on one GPU
     // (no communication) forward, backward and the optimizer step scale by exactly a, with
-    // fused attention and in FP8 as in BF16.
+    // fused attention (Transformer Engine's kernel and FlashAttention-2) and in FP8 as in
+    // BF16.
     let model = catalog::model("gpt3-5b").unwrap();
     let base = catalog::system("dgx-h100").unwrap().with_gpus(1).unwrap();
     let a = 1.25;
@@ -209,11 +210,16 @@ fn calibration_compute_factor_scales_every_compute_term() {
             communication: 1.0,
         })
         .unwrap();
-    for precision in [Precision::Bf16, Precision::Fp8] {
+    let kernels = [AttentionKernel::Te, AttentionKernel::Fa2];
+    for (precision, attention_kernel) in [Precision::Bf16, Precision::Fp8]
+        .into_iter()
+        .flat_map(|p| kernels.map(|k| (p, k)))
+    {
         let s = PlanSpec {
             gpus: Some(1),
             global_batch: Some(2),
             precision,
+            attention_kernel,
             ..PlanSpec::practice()
         };
         let plan = estimate::plan(&model, &base, &s).unwrap();
@@ -226,7 +232,10 @@ fn calibration_compute_factor_scales_every_compute_term() {
             ("total", e0.total, e1.total),
         ] {
             let r = x1.get() / x0.get();
-            assert!((r - a).abs() < 1e-9, "{precision:?} {what}: ×{r}");
+            assert!(
+                (r - a).abs() < 1e-9,
+                "{precision:?} {attention_kernel:?} {what}: ×{r}"
+            );
         }
     }
 }

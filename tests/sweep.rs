@@ -742,3 +742,35 @@ fn default_grid_offers_the_ends_as_pipeline_layers() {
         "{drops}"
     );
 }
+
+#[test]
+fn attention_kernel_is_a_setting_of_every_plan() {
+    // FlashAttention-2 runs the attention at about half cuDNN's rate on H100, so the best
+    // plan of the same grid is slower with `--attention-kernel fa2`, and says so.
+    let args = [
+        "sweep",
+        "--model",
+        "llama3-8b",
+        "--system",
+        "dgx-h100",
+        "--gpus",
+        "8",
+        "--global-batch",
+        "16",
+        "--seq-len",
+        "8192",
+        "--top",
+        "1",
+    ];
+    let te = sweep_json(&args);
+    let fa2 = sweep_json(&[&args[..], &["--attention-kernel", "fa2"]].concat());
+    let time = |j: &serde_json::Value| j["top"][0]["iteration_time_s"].as_f64().unwrap();
+    assert!(
+        time(&fa2) > 1.05 * time(&te),
+        "{} vs {}",
+        time(&fa2),
+        time(&te)
+    );
+    assert_eq!(fa2["top"][0]["plan"]["attention_kernel"], "fa2");
+    assert_eq!(te["top"][0]["plan"]["attention_kernel"], "te");
+}

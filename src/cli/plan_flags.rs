@@ -153,6 +153,9 @@ pub struct PlanFlags {
     /// How a rank runs its local experts' GEMMs: streams (Transformer Engine's default, one GEMM per expert on 4 CUDA streams) or fused (one grouped kernel, e.g. NVTE_CUTEDSL_FUSED_GROUPED_MLP=1).
     #[arg(long, value_name = "KIND")]
     pub grouped_gemm: Option<String>,
+    /// Fused-attention kernel: te (default: the kernel Transformer Engine picks, cuDNN on Hopper and Blackwell, at the device's flash_* rates) or fa2 (FlashAttention-2: PyTorch SDPA's default backend and the flash-attn 2 package, as torchtitan, OLMo-core and Hugging Face run it; the device's fa2_* rates).
+    #[arg(long, value_name = "KIND")]
+    pub attention_kernel: Option<String>,
     /// Loss kernels on the last stage: unfused (Megatron-LM's default, eager VocabParallelCrossEntropy) or te (Transformer Engine's fused cross-entropy, Megatron-Bridge's recipes).
     #[arg(long, value_name = "KIND")]
     pub cross_entropy: Option<String>,
@@ -279,6 +282,9 @@ impl PlanFlags {
         if let Some(s) = &self.cross_entropy {
             p.cross_entropy = parse_enum("--cross-entropy", s, &["unfused", "te"])?;
         }
+        if let Some(s) = &self.attention_kernel {
+            p.attention_kernel = parse_enum("--attention-kernel", s, &["te", "fa2"])?;
+        }
         if let Some(s) = &self.cuda_graphs {
             p.cuda_graphs = crate::parallel::CudaGraphs::parse(s)
                 .map_err(|e| crate::error::Error::input("--cuda-graphs", e))?;
@@ -347,6 +353,7 @@ impl PlanFlags {
             ("ep_dispatch", &self.ep_dispatch),
             ("grouped_gemm", &self.grouped_gemm),
             ("cross_entropy", &self.cross_entropy),
+            ("attention_kernel", &self.attention_kernel),
             ("cuda_graphs", &self.cuda_graphs),
             ("zero3_impl", &self.zero3_impl),
             ("cp_kind", &self.cp_kind),

@@ -97,6 +97,9 @@ pub struct SweepArgs {
     /// Loss kernels in every plan: unfused or te (see `estimate --help`).
     #[arg(long, value_name = "KIND")]
     pub cross_entropy: Option<String>,
+    /// Fused-attention kernel in every plan: te or fa2 (see `estimate --help`).
+    #[arg(long, value_name = "KIND")]
+    pub attention_kernel: Option<String>,
     /// Optimizer layout in every plan: adam, adam-fp32-grads, adam-bf16-moments or
     /// adam-bf16-state (see `estimate --help`; default adam).
     #[arg(long, value_name = "LAYOUT")]
@@ -403,6 +406,10 @@ fn build_axes(a: &SweepArgs, f: &SweepFile, system: &crate::system::System) -> R
     if let Some(s) = a.cross_entropy.as_ref().or(fa.cross_entropy.as_ref()) {
         ax.cross_entropy =
             crate::cli::plan_flags::parse_enum("--cross-entropy", s, &["unfused", "te"])?;
+    }
+    if let Some(s) = a.attention_kernel.as_ref().or(fa.attention_kernel.as_ref()) {
+        ax.attention_kernel =
+            crate::cli::plan_flags::parse_enum("--attention-kernel", s, &["te", "fa2"])?;
     }
     if let Some(s) = a.optimizer.as_ref().or(fa.optimizer.as_ref()) {
         ax.optimizer = crate::cli::plan_flags::parse_optimizer(s)?;

@@ -152,6 +152,9 @@ struct Ctx<'a> {
     /// Peak of the attention-core GEMMs: BF16 when the linear layers run in FP8
     /// (Transformer Engine keeps attention in 16-bit).
     attn_peak: FlopRate,
+    /// The fused-attention kernel's `(forward, backward, n0)` rates
+    /// ([`Device::attention_rates`] for `plan.attention_kernel`).
+    attn_rates: (f64, f64, u32),
     plan: &'a Plan,
     place: &'a Placement,
     /// The gradient-reduction group: DP, or DP × CP with context parallelism.
@@ -316,6 +319,7 @@ pub(super) fn evaluate<T: Trace>(
     } else {
         peak
     };
+    let attn_rates = dev.attention_rates(plan.attention_kernel)?;
     let (t, b) = (plan.tp as f64, plan.micro_batch as f64);
     let tokens = b * m.s / plan.cp as f64;
     let r = tokens * m.h;
@@ -336,6 +340,7 @@ pub(super) fn evaluate<T: Trace>(
         dev,
         peak,
         attn_peak,
+        attn_rates,
         plan,
         place,
         speedup: peak.get() / attn_peak.get(),

@@ -160,6 +160,24 @@ pub enum GroupedGemm {
     Fused,
 }
 
+/// Which fused-attention kernel runs the attention core (with `flash_attention` on).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum AttentionKernel {
+    /// The kernel Transformer Engine picks, at the device preset's `flash_*` rates (cuDNN's
+    /// fused attention on Hopper and Blackwell: `get_attention_backend` prefers
+    /// FusedAttention on sm90 and later).
+    #[default]
+    Te,
+    /// FlashAttention-2, at the device's `fa2_*` rates: PyTorch's
+    /// `scaled_dot_product_attention`, whose fixed backend priority puts its bundled
+    /// FlashAttention-2 kernels first (pytorch/pytorch#142132: 329 TFLOP/s on H100 where
+    /// cuDNN reaches 631; huggingface/transformers#48163, 2026: still the default on
+    /// Hopper), and the `flash-attn` 2 package. What torchtitan, OLMo-core and Hugging Face
+    /// training scripts run unless told otherwise.
+    Fa2,
+}
+
 /// How the last stage computes the loss over the vocabulary-parallel logits.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "kebab-case")]

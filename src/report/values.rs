@@ -94,6 +94,8 @@ pub struct PlanValue {
     pub grouped_gemm: String,
     /// Loss kernels on the last stage: "unfused" or "te".
     pub cross_entropy: String,
+    /// Fused-attention kernel: "te" or "fa2".
+    pub attention_kernel: String,
     /// CUDA-graph-captured parts: "none", "full" or a comma list of scopes.
     pub cuda_graphs: String,
     /// The embedding counted as a layer of the pipeline split.
@@ -191,6 +193,11 @@ impl From<&Plan> for PlanValue {
             cross_entropy: match p.cross_entropy {
                 crate::parallel::CrossEntropy::Unfused => "unfused",
                 crate::parallel::CrossEntropy::Te => "te",
+            }
+            .into(),
+            attention_kernel: match p.attention_kernel {
+                crate::parallel::AttentionKernel::Te => "te",
+                crate::parallel::AttentionKernel::Fa2 => "fa2",
             }
             .into(),
             cuda_graphs: p.cuda_graphs.to_string(),

@@ -111,6 +111,8 @@ pub struct AxesFile {
     pub grouped_gemm: Option<String>,
     /// Loss kernels in every plan: "unfused" or "te" (a setting).
     pub cross_entropy: Option<String>,
+    /// Fused-attention kernel in every plan: "te" or "fa2" (a setting).
+    pub attention_kernel: Option<String>,
     /// Optimizer layout in every plan: "adam", "adam-fp32-grads", "adam-bf16-moments" or
     /// "adam-bf16-state" (a setting).
     pub optimizer: Option<String>,

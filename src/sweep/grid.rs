@@ -87,6 +87,8 @@ pub struct Axes {
     pub grouped_gemm: crate::parallel::GroupedGemm,
     /// Loss kernels in every plan (a setting).
     pub cross_entropy: crate::parallel::CrossEntropy,
+    /// Fused-attention kernel in every plan (a setting).
+    pub attention_kernel: crate::parallel::AttentionKernel,
     /// Optimizer layout in every plan (a setting).
     pub optimizer: crate::parallel::Optimizer,
     /// Low-precision parameters in every 8- or 4-bit plan with ZeRO ≥ 1 (a setting; 16-bit
@@ -149,6 +151,7 @@ impl Axes {
             ep_dispatch: crate::parallel::EpDispatch::Alltoall,
             grouped_gemm: crate::parallel::GroupedGemm::Streams,
             cross_entropy: crate::parallel::CrossEntropy::Unfused,
+            attention_kernel: crate::parallel::AttentionKernel::Te,
             optimizer: crate::parallel::Optimizer::Adam,
             fp8_params: false,
             cuda_graphs: crate::parallel::CudaGraphs::NONE,
@@ -293,6 +296,8 @@ pub struct Grid {
 impl Grid {
     /// Expands `axes` for `model` on `base` with this global batch.
     pub fn build(model: &Model, base: &System, global_batch: u32, axes: Axes) -> Result<Grid> {
+        // A kernel the device has no rates for fails every plan alike: say so once.
+        base.device.attention_rates(axes.attention_kernel)?;
         let mut systems = Vec::new();
         for &g in &axes.gpus {
             if axes.networks.is_empty() {
@@ -421,7 +426,16 @@ impl Grid {
                                     Ok(plan) if !equal_chunks(&plan, ends) => {
                                         invalid.add(UNEQUAL_CHUNKS, knobs)
                                     }
-                                    Ok(plan) => structural.push(Structural { plan, system: si }),
+                                    // The kernel of fused attention, which the knobs
+                                    // switch on after this check (with flash attention
+                                    // off it has nothing to run).
+                                    Ok(plan) => structural.push(Structural {
+                                        plan: crate::parallel::Plan {
+                                            attention_kernel: axes.attention_kernel,
+                                            ..plan
+                                        },
+                                        system: si,
+                                    }),
                                     Err(e) => invalid.add(&reason(&e), knobs),
                                 }
                             }

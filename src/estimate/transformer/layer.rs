@@ -312,7 +312,11 @@ fn ssd_scan<T: Trace>(c: &Ctx, tr: &mut T) -> (Seconds, Seconds) {
 /// `T_fwd = F / (peak₁₆ · e_fwd · n/(n + n0)) + k·t_launch`,
 /// `T_bwd = 2.5·F / (peak₁₆ · e_bwd · n/(n + n0)) + k·t_launch`,
 ///
-/// with `e_fwd`, `e_bwd`, `n0` the device's `flash_fwd`, `flash_bwd`, `flash_n0`, peak₁₆
+/// with `e_fwd`, `e_bwd`, `n0` the device's `flash_fwd`, `flash_bwd`, `flash_n0` (the
+/// kernel Transformer Engine picks), or its `fa2_fwd`, `fa2_bwd`, `fa2_n0` with
+/// `--attention-kernel fa2` (FlashAttention-2, PyTorch SDPA's default; on H100 0.35 and 0.34
+/// of the 16-bit peak with n0 = 330, from the FlashAttention-3 paper's FlashAttention-2
+/// curves, against cuDNN's 0.71 and 0.60: 1.8–2× the attention time), peak₁₆
 /// the 16-bit peak (Transformer Engine keeps attention in BF16 under FP8 recipes), and
 /// `n` the sequence length one kernel sees: `s_k`, or `s_k/c` for ring context parallelism,
 /// which runs `k = c` kernels per pass on blocks of the sequence (Transformer Engine's
@@ -356,11 +360,12 @@ fn fused_attention<T: Trace>(
     } else {
         (loop_keys, 1.0)
     };
-    let sat = n / (n + e.flash_n0 as f64);
+    let (e_fwd, e_bwd, n0) = c.attn_rates;
+    let sat = n / (n + n0 as f64);
     let peak = c.attn_peak.get();
     let launch = e.kernel_overhead * k;
-    let f = Seconds::new(flop / (peak * e.flash_fwd * sat)) + launch;
-    let b = Seconds::new(2.5 * flop / (peak * e.flash_bwd * sat)) + launch;
+    let f = Seconds::new(flop / (peak * e_fwd * sat)) + launch;
+    let b = Seconds::new(2.5 * flop / (peak * e_bwd * sat)) + launch;
     tr.line(|| {
         let head = match window {
             None => format!(
@@ -374,7 +379,7 @@ fn fused_attention<T: Trace>(
         };
         format!(
             "  {head} = {flop:.4e} FLOP; n/(n+n0) = {n}/({n}+{}) = {sat:.3}; fwd = F/({} · {} · {sat:.3}) + {k}·{} = {f}, bwd = 2.5·F/({} · {} · {sat:.3}) + {k}·{} = {b}",
-            e.flash_n0, c.attn_peak, e.flash_fwd, e.kernel_overhead, c.attn_peak, e.flash_bwd, e.kernel_overhead
+            n0, c.attn_peak, e_fwd, e.kernel_overhead, c.attn_peak, e_bwd, e.kernel_overhead
         )
     });
     (f, b)
