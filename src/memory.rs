@@ -163,6 +163,9 @@ pub fn layer_activation_bytes(m: &Transformer, plan: &Plan, dropout: bool) -> f6
     if plan.recompute == Recompute::Full {
         return 2.0 * sbh / split_by(plan.sp);
     }
+    if plan.recompute == Recompute::Op {
+        return sbh * op_checkpoint_terms(m, plan);
+    }
     let q = saved_input_bytes(plan.precision, plan.fp8_recipe);
     // Bytes each GEMM input is kept at: (QKV, projection, MLP/experts' FC1 and FC2).
     let (qkv_in, proj_kept, mlp_in) = match lora_input_bytes(plan) {
@@ -202,6 +205,25 @@ pub fn layer_activation_bytes(m: &Transformer, plan: &Plan, dropout: bool) -> f6
     let split = attention + mlp + shared + dispatched_input(m, plan, mlp_in);
     let replicated = norm(qkv_in) + norm(mlp_in) + if dropout { 2.0 } else { 0.0 };
     sbh * (replicated / split_by(plan.sp) + latents + split / t + scores / t)
+}
+
+/// torchtitan's per-op checkpointing (`Recompute::Op`), bytes per `s·b·h` of one layer: the
+/// block's input (2 B, the checkpoint's), and the outputs of the operations the policy
+/// saves, in 16-bit: the query and value projections (`wq`, `wv`: `2·(a·d_qk + kv·d_v)`),
+/// the attention output and its FP32 log-sum-exp per head (`2·a·d_v + 4·a`), `w1`'s output
+/// (`2·f`) and, gated, `w2`'s (2, the reduce-scatter's output with SP); `wk`, `wo`, `w3`
+/// (ungated `w2`) and every norm, rotary and activation output are recomputed
+/// (torchtitan/distributed/activation_checkpoint.py). Column-parallel outputs split over
+/// TP; the input and `w2`'s output are replicated unless SP shards the sequence.
+fn op_checkpoint_terms(m: &Transformer, plan: &Plan) -> f64 {
+    let at = &m.attn;
+    let t = plan.tp as f64;
+    let split = 2.0 * (at.heads * at.qk_d + at.kv_heads * at.v_d + at.heads * at.v_d)
+        + 4.0 * at.heads
+        + 2.0 * m.f;
+    let replicated = 2.0 + if m.gated { 2.0 } else { 0.0 };
+    let sp = if plan.sp { t } else { 1.0 };
+    split / t / m.h + replicated / sp
 }
 
 /// Under LoRA, the bytes per element a GEMM input is kept at for (QKV, every other linear
@@ -448,6 +470,38 @@ mod tests {
         assert_relative_eq!(layer_activation_bytes(&m, &p, true), sbh * (34.0 + 80.0));
         let (m, p) = plan(8, 1, 1, 1, Recompute::Full, false);
         assert_relative_eq!(layer_activation_bytes(&m, &p, true), 2.0 * sbh);
+    }
+
+    #[test]
+    fn per_op_checkpointing_keeps_what_torchtitans_policy_saves() {
+        // Llama 3 8B (h 4096, 32 heads and 8 KV heads of 128, f 14336, gated), per s·b:
+        // wq 2·4096 + wv 2·1024 + attention output 2·4096 + log-sum-exp 4·32 + w1 2·14336
+        // = 47 232 B split over TP; the block input and w2's output, 2 + 2 B per h.
+        let m = catalog::model("llama3-8b").unwrap();
+        let at = |tp: u32, sp: bool| {
+            let spec = PlanSpec {
+                tp,
+                global_batch: Some(1),
+                recompute: Recompute::Op,
+                sequence_parallel: sp,
+                flash_attention: true,
+                ..PlanSpec::default()
+            };
+            let p = Plan::new(&spec, &m, tp).unwrap();
+            let t = m.transformer().unwrap();
+            layer_activation_bytes(t, &p, false) / (t.s * t.h)
+        };
+        assert_relative_eq!(at(1, false), 47232.0 / 4096.0 + 4.0, max_relative = 1e-12);
+        assert_relative_eq!(
+            at(8, true),
+            (47232.0 / 4096.0 + 4.0) / 8.0,
+            max_relative = 1e-12
+        );
+        assert_relative_eq!(
+            at(8, false),
+            47232.0 / 4096.0 / 8.0 + 4.0,
+            max_relative = 1e-12
+        );
     }
 
     #[test]

@@ -657,6 +657,8 @@ impl Plan {
             return Ok(());
         } else if self.recompute == Recompute::Full {
             "full recomputation already recomputes every module; use --recompute none or selective with --recompute-modules"
+        } else if self.recompute == Recompute::Op {
+            "per-op recomputation (--recompute op) already recomputes the norms and activations; use --recompute none or selective with --recompute-modules"
         } else if r.has(RecomputeModules::MLA_UP_PROJ) && !mla {
             "mla_up_proj needs a model with multi-latent attention"
         } else if r.has(RecomputeModules::MOE_ACT) && !moe {

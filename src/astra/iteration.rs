@@ -114,6 +114,10 @@ fn sizes(m: &Transformer, plan: &Plan) -> Sizes {
         Recompute::None => [0.0, 0.0],
         Recompute::Selective => [m.attention_core_flops_per_token() * tokens / t, 0.0],
         Recompute::Full => fwd,
+        Recompute::Op => {
+            let (a, f) = m.op_recompute_flops_per_token();
+            [a * tokens / t, f * tokens / t]
+        }
     };
     let wb = plan.precision.activation_bytes();
     let gb = plan.optimizer.bytes_per_param().1;

@@ -94,7 +94,7 @@ pub struct PlanFlags {
     /// Model chunks per stage for the interleaved schedule (implies --schedule interleaved).
     #[arg(long, value_name = "V")]
     pub virtual_stages: Option<u32>,
-    /// Activation recomputation: none, selective, full.
+    /// Activation recomputation: none, selective (the attention core, Megatron-LM), full (each layer keeps its input only) or op (torchtitan's per-op selective checkpointing: matmul outputs kept but every second one, the rest recomputed).
     #[arg(long)]
     pub recompute: Option<String>,
     /// Submodules recomputed in the backward (Megatron-core --recompute-modules): none or a
@@ -245,7 +245,7 @@ impl PlanFlags {
         }
         if let Some(s) = &self.recompute {
             p.recompute =
-                parse_enum::<Recompute>("--recompute", s, &["none", "selective", "full"])?;
+                parse_enum::<Recompute>("--recompute", s, &["none", "selective", "full", "op"])?;
         }
         if let Some(s) = &self.recompute_modules {
             p.recompute_modules = crate::parallel::RecomputeModules::parse(s)

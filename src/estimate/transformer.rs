@@ -787,7 +787,8 @@ fn forward_backward(chunk: &Block) -> (Seconds, Seconds) {
 
 /// (model, hardware) FLOPs per iteration: `3 · F_fwd/token · B · s` (`2 ·` with LoRA,
 /// whose frozen weights have no weight gradient); hardware adds the
-/// recomputed forward (full: the layers' forward; selective: the attention core).
+/// recomputed forward (full: the layers' forward; selective: the attention core; op: every
+/// second matmul of each layer).
 fn flops(m: &Transformer, plan: &Plan) -> (f64, f64) {
     let tokens = plan.global_batch as f64 * m.s;
     // LoRA: forward and data gradient only (frozen weights have no weight gradient).
@@ -797,6 +798,10 @@ fn flops(m: &Transformer, plan: &Plan) -> (f64, f64) {
         Recompute::None => 0.0,
         Recompute::Selective => m.layers as f64 * m.attention_core_flops_per_token(),
         Recompute::Full => m.forward_flops_per_token() - 2.0 * m.v * m.h,
+        Recompute::Op => {
+            let (a, f) = m.op_recompute_flops_per_token();
+            m.layers as f64 * (a + f)
+        }
     };
     // MLA's up-projections again with `mla_up_proj` (2·n·k per token each).
     let extra = extra

@@ -509,6 +509,19 @@ impl Transformer {
             None => core,
         }
     }
+
+    /// FLOPs per token of one layer's matmuls that torchtitan's per-op checkpointing
+    /// runs again in backward (`Recompute::Op`), (attention, MLP): every second matmul
+    /// of a block in call order, `wq, wk, wv, wo, w1, (w3,) w2`, i.e. the key projection
+    /// `2·h·kv·d_qk`, the output projection `2·a·d_v·h` and `w3` (gated) or `w2`
+    /// (ungated), `2·h·f` either way.
+    pub fn op_recompute_flops_per_token(&self) -> (f64, f64) {
+        let at = &self.attn;
+        (
+            2.0 * self.h * at.kv_heads * at.qk_d + 2.0 * at.heads * at.v_d * self.h,
+            2.0 * self.h * self.f,
+        )
+    }
 }
 
 #[cfg(test)]

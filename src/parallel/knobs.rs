@@ -35,6 +35,12 @@ pub enum Recompute {
     Selective,
     /// Keep each layer's input; recompute the whole forward in backward.
     Full,
+    /// torchtitan's per-operation selective checkpointing (`mode = "selective"`,
+    /// `selective_ac_option = "op"`, torchtitan/distributed/activation_checkpoint.py): a
+    /// block keeps the outputs of its matmuls, attention and reduce-scatters and
+    /// recomputes everything else, except that every second matmul of the block is
+    /// recomputed too (Llama: `wk`, `wo` and `w3` of `wq, wk, wv, wo, w1, w3, w2`).
+    Op,
 }
 
 /// Optimizer state layout, bytes per parameter for weights + gradients + states.

@@ -47,7 +47,7 @@ pub struct PlanValue {
     pub schedule: String,
     /// Model chunks per stage (1 unless interleaved).
     pub virtual_stages: u32,
-    /// Activation recomputation: "none", "selective" or "full".
+    /// Activation recomputation: "none", "selective", "full" or "op".
     pub recompute: String,
     /// Submodules recomputed besides: "none" or a comma list (layernorm, mla_up_proj,
     /// moe_act).
@@ -125,6 +125,7 @@ pub fn recompute_name(r: Recompute) -> &'static str {
         Recompute::None => "none",
         Recompute::Selective => "selective",
         Recompute::Full => "full",
+        Recompute::Op => "op",
     }
 }
 

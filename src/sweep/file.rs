@@ -172,7 +172,7 @@ pub fn parse_schedule(s: &str) -> Result<(Schedule, u32)> {
 
 /// Parses a recomputation mode.
 pub fn parse_recompute(s: &str) -> Result<Recompute> {
-    parse_enum("recompute", s, &["none", "selective", "full"])
+    parse_enum("recompute", s, &["none", "selective", "full", "op"])
 }
 
 /// Parses a group order.

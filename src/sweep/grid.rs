@@ -514,8 +514,8 @@ impl Grid {
         // optimizer or FSDP (`Plan::new`).
         p.fp8_params = a.fp8_params && p.precision.is_low() && p.zero >= 1;
         p.recompute = a.recompute[next(a.recompute.len())];
-        if p.recompute == Recompute::Full {
-            // Full recomputation already recomputes every module.
+        if matches!(p.recompute, Recompute::Full | Recompute::Op) {
+            // Full and per-op recomputation already recompute every module.
             p.recompute_modules = crate::parallel::RecomputeModules::NONE;
         }
         let sp = a.sp[next(a.sp.len())];
@@ -706,13 +706,11 @@ const REDUNDANT_SCHEDULE: &str =
 /// attention already does in backward, so `selective` and `none` are the same run: the one
 /// listed first stands for both. Other modes map to themselves.
 fn canonical_light_recompute(list: &[Recompute], r: Recompute) -> Recompute {
-    if r == Recompute::Full {
+    let light = |m: Recompute| matches!(m, Recompute::None | Recompute::Selective);
+    if !light(r) {
         return r;
     }
-    list.iter()
-        .copied()
-        .find(|m| *m != Recompute::Full)
-        .unwrap_or(r)
+    list.iter().copied().find(|&m| light(m)).unwrap_or(r)
 }
 
 /// Device counts [`nearest_valid_gpus`] tries at most, so the hint stays instant.

@@ -416,6 +416,55 @@ fn ep_window(c: &Ctx, a: Seconds, parts: MoeParts) -> Overlap {
     }
 }
 
+/// torchtitan's per-op selective checkpointing (`Recompute::Op`): what the backward runs
+/// again of one layer's forward. The block keeps the outputs of its matmuls, attention and
+/// reduce-scatters, except every second matmul in call order (`wq, wk, wv, wo, w1, w3,
+/// w2`: `wk`, `wo` and `w3`; ungated `wk`, `wo`, `w2`), and recomputes every other
+/// operation (torchtitan/distributed/activation_checkpoint.py, `SelectiveAC`):
+/// - GEMMs: the key projection's share `kv·d_qk/(a·d_qk + kv·(d_qk + d_v))` of the QKV
+///   GEMM's forward, the output projection's forward, and half the gated MLP input's
+///   (`w3` of `w1, w3`) or the MLP output's forward;
+/// - memory-bound: the whole forward's (norms, rotary, activation, residual adds, casts);
+/// - TP: the forward's all-gathers, half its TP time (the reduce-scatters are kept).
+///
+/// Modelled for dense attention-and-MLP layers (torchtitan's Llama blocks).
+fn op_recompute<T: Trace>(c: &Ctx, lin: &Linears, fwd: &Pass, tr: &mut T) -> Result<Pass> {
+    let m = c.m;
+    if m.experts > 1 || m.hybrid.is_some() || m.attn.mla.is_some() {
+        return Err(crate::error::Error::input(
+            "--recompute",
+            "op (torchtitan's per-op checkpointing) is modelled for dense attention and MLP layers; use none, selective or full for MoE, MLA and hybrid models",
+        ));
+    }
+    let at = &m.attn;
+    let k_share = at.kv_heads * at.qk_d / (at.heads * at.qk_d + at.kv_heads * (at.qk_d + at.v_d));
+    let mlp = if m.gated {
+        lin.fwd[2] * 0.5
+    } else {
+        lin.fwd[3]
+    };
+    let gemm = lin.fwd[0] * k_share + lin.fwd[1] + mlp;
+    tr.line(|| {
+        format!(
+            "  recompute (per-op checkpointing): GEMMs wk = {k_share:.4}·{} + wo {} + {} {mlp} = {gemm}; memory-bound forward {}; TP all-gathers ½·{} = {}",
+            lin.fwd[0],
+            lin.fwd[1],
+            if m.gated { "w3 = ½·MLP in =" } else { "w2 =" },
+            fwd.mem,
+            fwd.tp,
+            fwd.tp * 0.5
+        )
+    });
+    Ok(Pass {
+        gemm,
+        mem: fwd.mem,
+        tp: fwd.tp * 0.5,
+        tp_hidden: fwd.tp_hidden * 0.5,
+        tp_bytes: fwd.tp_bytes * 0.5,
+        ..Pass::default()
+    })
+}
+
 /// The forwards that `plan.recompute_modules` runs again in the backward (Megatron-core
 /// output-discarding checkpoints, `parallel::RecomputeModules`): GEMM and memory-bound
 /// time per micro-batch.
@@ -661,6 +710,7 @@ pub(super) fn layer<T: Trace>(c: &Ctx, tr: &mut T) -> Result<(Block, TpWindows)>
     let rec = match c.plan.recompute {
         Recompute::None => Pass::default(),
         Recompute::Full => fwd,
+        Recompute::Op => op_recompute(c, &lin, &fwd, tr)?,
         Recompute::Selective if c.plan.flash_attention => Pass::default(),
         Recompute::Selective if !attn_on => Pass::default(),
         Recompute::Selective => Pass {
