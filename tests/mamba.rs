@@ -424,3 +424,125 @@ fn mamba_layer_memory_bound_total_by_hand() {
     assert_relative_eq!(micros(line, "fwd"), f, max_relative = 1e-3);
     assert_relative_eq!(micros(line, "bwd"), b, max_relative = 1e-3);
 }
+
+/// A hybrid model's blocks each carry one column/row-parallel pair, and each TP collective
+/// is timed beside its own GEMM: with SP the all-gather beside the column-parallel GEMM
+/// (Mamba `in_proj`, QKV, MLP in) and the reduce-scatter beside the row-parallel one
+/// (`out_proj`, the attention projection, MLP out), chunked over n = t = 2 (TE userbuffers):
+/// `exposed = C/n + (n−1)/n·max(0, C − G − κ·min(C, G)·(n−1)/n)`; backward the all-gather
+/// beside the data gradient and the reduce-scatter beside the weight gradient (bulk:
+/// `max(0, C − G − κ·min(C, G))`; below each GEMM's gradients exceed nothing, `C > G`, so
+/// their sum is what counts) and the output-gradient all-gather chunked with the
+/// row-parallel data gradient, which for the square 4096³ `out_proj` equals its forward.
+/// Without SP the backward all-reduce of an attention block runs beside QKV's weight
+/// gradient, a 4096 × 3072 × 4096 GEMM like its forward. Nemotron-H 8B, TP 2, on a slow
+/// 20 GB/s switch so that every collective outlasts its GEMM; values from `--explain`.
+#[test]
+fn hybrid_tp_windows_pair_each_collective_with_its_gemm() {
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("astrolabe-hybrid-tp-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let sys = dir.join("slow.toml");
+    std::fs::write(
+        &sys,
+        "name = \"slow\"\ndevice = \"h100-sxm\"\n[[network.dims]]\nkind = \"switch\"\nsize = 8\nbandwidth = \"20 GB/s\"\nlatency = \"3 us\"\n",
+    )
+    .unwrap();
+    let explain = |extra: &[&str]| -> Vec<String> {
+        let out = bin()
+            .args(["estimate", "--model", "nemotron-h-8b", "--system"])
+            .arg(&sys)
+            .args([
+                "--gpus",
+                "2",
+                "--tp",
+                "2",
+                "--global-batch",
+                "1",
+                "--seq-len",
+                "4096",
+            ])
+            .arg("--explain")
+            .args(extra)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout)
+            .unwrap()
+            .lines()
+            .map(String::from)
+            .collect()
+    };
+    // The first line after `from` that contains `needle`.
+    let after = |lines: &[String], from: &str, needle: &str| -> String {
+        let start = lines.iter().position(|l| l.contains(from)).expect(from);
+        lines[start..]
+            .iter()
+            .find(|l| l.contains(needle))
+            .expect(needle)
+            .clone()
+    };
+    // "all-gather 841.9 us ×2": the number and unit after `key`, in µs.
+    let first = |line: &str, key: &str| -> f64 {
+        let mut w = line.split(key).nth(1).expect(key).split_whitespace();
+        let x: f64 = w.next().unwrap().parse().unwrap();
+        match w.next().unwrap() {
+            "us" => x,
+            "ms" => x * 1e3,
+            u => panic!("unit {u}"),
+        }
+    };
+    let k = 0.189;
+    let chunked = |c: f64, g: f64| c / 2.0 + 0.5 * (c - g - k * c.min(g) * 0.5).max(0.0);
+    let bulk_sum = |c: f64, g: f64| 2.0 * c - g - k * g;
+    let sp = explain(&[]);
+    for (col, row) in [
+        ("GEMM Mamba in_proj", "GEMM Mamba out_proj"),
+        ("GEMM QKV", "GEMM attention projection"),
+        ("GEMM MLP in", "GEMM MLP out"),
+    ] {
+        let window = after(&sp, col, "TP window, forward");
+        let ag = first(&window, "all-gather");
+        let rs = first(&window, "reduce-scatter");
+        let g_col = micros(&after(&sp, col, col), "→ fwd");
+        let g_row = micros(&after(&sp, col, row), "→ fwd");
+        let fwd = chunked(ag, g_col) + chunked(rs, g_row);
+        let printed = micros(&window, "→ exposed");
+        assert!(
+            (printed / fwd - 1.0).abs() < 2e-3,
+            "{col}: forward {printed} µs, by hand {fwd} µs"
+        );
+        if col == "GEMM Mamba in_proj" {
+            // Backward: the in_proj's data and weight gradients (their sum, `bwd`) under the
+            // all-gather and reduce-scatter, then out_proj's data gradient (= its forward).
+            let line = after(&sp, col, col);
+            let g_bwd = micros(&line, "bwd");
+            let bwd = bulk_sum(ag, g_bwd) + chunked(ag, g_row);
+            let printed = micros(&after(&sp, col, "TP window, backward"), "→ exposed");
+            assert!(
+                (printed / bwd - 1.0).abs() < 2e-3,
+                "backward {printed} µs, by hand {bwd} µs"
+            );
+        }
+    }
+    let no_sp = explain(&["--sequence-parallel", "false"]);
+    let qkv = micros(&after(&no_sp, "GEMM QKV", "GEMM QKV"), "→ fwd");
+    let ar = first(
+        &after(&no_sp, "GEMM QKV", "TP window, forward"),
+        "all-reduce",
+    );
+    let printed = micros(
+        &after(&no_sp, "GEMM QKV", "TP window, backward"),
+        "→ exposed",
+    );
+    let bwd = ar - qkv - k * qkv;
+    assert!(
+        (printed / bwd - 1.0).abs() < 2e-3,
+        "attention backward {printed} µs, by hand {bwd} µs"
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}
