@@ -115,11 +115,24 @@ pub(super) fn tp_windows<T: Trace>(c: &Ctx, lin: &Linears, tr: &mut T) -> Result
     if c.plan.sp {
         let (ag, ag_b) = coll_busy(C::AllGather, bytes, span, c.coll, c.tp_dp_share)?;
         let (rs, rs_b) = coll_busy(C::ReduceScatter, bytes, span, c.coll, c.tp_dp_share)?;
+        // The forward all-gathers carry the column-parallel GEMM's input already quantized
+        // in 8- and 4-bit recipes: Transformer Engine quantizes the local shard and gathers
+        // the quantized tensor (`module/linear.py`, `gather_along_first_dim` with the input
+        // quantizer: FP8, blockwise FP8, MXFP8 and NVFP4 all-gathers in `distributed.py`),
+        // as torchao's Float8 tensor-parallel layers do; `q` bytes per element as the GEMM
+        // keeps it (`memory::saved_input_bytes`). Backward gathers stay 16-bit.
+        let q = crate::memory::saved_input_bytes(c.plan.precision, c.plan.fp8_recipe);
+        let fwd_bytes = c.r * q.min(c.e);
+        let (ag_f, ag_f_b) = if fwd_bytes < bytes {
+            coll_busy(C::AllGather, fwd_bytes, span, c.coll, c.tp_dp_share)?
+        } else {
+            (ag, ag_b)
+        };
         let k = c.kappa;
         // The pairs of linears the block has: [0, 1] attention (or Mamba projections),
         // [2, 3] MLP; a transformer layer has both, a hybrid model's layer one.
         let pair = |i: usize| {
-            let fwd = piped(ag, lin.fwd[i], k) + piped(rs, lin.fwd[i + 1], k);
+            let fwd = piped(ag_f, lin.fwd[i], k) + piped(rs, lin.fwd[i + 1], k);
             let bwd = beside(ag, lin.dgrad[i], k)
                 + beside(rs, lin.wgrad[i], k)
                 + piped(ag, lin.dgrad[i + 1], k);
@@ -127,9 +140,9 @@ pub(super) fn tp_windows<T: Trace>(c: &Ctx, lin: &Linears, tr: &mut T) -> Result
         };
         let (fwd, bwd) = match (c.part.attention_pair(), c.part.mlp_pair()) {
             (true, true) => (
-                piped(ag, lin.fwd[0], k)
+                piped(ag_f, lin.fwd[0], k)
                     + piped(rs, lin.fwd[1], k)
-                    + piped(ag, lin.fwd[2], k)
+                    + piped(ag_f, lin.fwd[2], k)
                     + piped(rs, lin.fwd[3], k),
                 beside(ag, lin.dgrad[0], k)
                     + beside(rs, lin.wgrad[0], k)
@@ -142,13 +155,13 @@ pub(super) fn tp_windows<T: Trace>(c: &Ctx, lin: &Linears, tr: &mut T) -> Result
             _ => pair(2),
         };
         let n = pairs(c);
-        explain(c, pipelined, ag, rs, &fwd, &bwd, tr);
+        explain(c, pipelined, ag_f, rs, &fwd, &bwd, tr);
         Ok(TpWindows {
             fwd,
             bwd,
-            bytes: (2.0 * n * bytes, 3.0 * n * bytes),
+            bytes: (n * (fwd_bytes + bytes), 3.0 * n * bytes),
             busy: (
-                windows::plus(&windows::scaled(&ag_b, n), &windows::scaled(&rs_b, n)),
+                windows::plus(&windows::scaled(&ag_f_b, n), &windows::scaled(&rs_b, n)),
                 windows::plus(&windows::scaled(&ag_b, 2.0 * n), &windows::scaled(&rs_b, n)),
             ),
             reduce: rs,
