@@ -363,3 +363,37 @@ fn deepspeed_2021_moves_zero3_traffic_at_its_per_gpu_rate() {
     let f = run("llama2-7b", &sys, spec(Zero3Impl::Fsdp)).time.comm[CommClass::Dp as usize];
     assert!(f.exposed.get() + f.hidden.get() < expect / 3.0);
 }
+
+#[test]
+fn dp_buckets_flow_under_the_tp_time_of_the_backward_too() {
+    // When TP (the node's switch) and DP (across nodes) travel on different links, a DP
+    // bucket is in flight during the whole critical path of the last backward: its compute,
+    // the TP communication left exposed and the slowdown TP's overlapped collectives cause
+    // (`comm::dp_window`). Llama 2 7B (32 layers, s = h = 4096), TP 8 with SP, DP 2 across a
+    // 1 GB/s link so that the gradient reduction outlasts the window: DP exposed =
+    // last + rest − (1 + κ)·W. Making the four column-parallel backward collectives of each
+    // layer blocking (tp_bwd_overlap off) turns their slowdown κ·C into exposed time C, so
+    // the window grows by ΔW = 32·4·C·(1 − κ), C = 7/8·s·h·2 B / 2000 GB/s (a ring
+    // all-gather or reduce-scatter on the switch), and DP's exposed time drops by
+    // (1 + κ)·ΔW.
+    let sys = system("switch(8, 2000GB/s, 0us) x switch(2, 1GB/s, 0us)");
+    let dp_exposed = |bwd_overlap: bool| {
+        let spec = PlanSpec {
+            tp_bwd_overlap: bwd_overlap,
+            global_batch: Some(4),
+            ..sp_plan(8, 16, false)
+        };
+        run("llama2-7b", &sys, spec)
+            .time
+            .class(CommClass::Dp)
+            .exposed
+            .get()
+    };
+    let c = 7.0 / 8.0 * 4096.0 * 4096.0 * 2.0 / 2000e9;
+    let dw = 32.0 * 4.0 * c * (1.0 - KAPPA);
+    assert_relative_eq!(
+        dp_exposed(true) - dp_exposed(false),
+        (1.0 + KAPPA) * dw,
+        max_relative = 1e-6
+    );
+}
