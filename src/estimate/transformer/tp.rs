@@ -124,7 +124,16 @@ pub(super) fn tp_windows<T: Trace>(c: &Ctx, lin: &Linears, tr: &mut T) -> Result
         let q = crate::memory::saved_input_bytes(c.plan.precision, c.plan.fp8_recipe);
         let fwd_bytes = c.r * q.min(c.e);
         let (ag_f, ag_f_b) = if fwd_bytes < bytes {
-            coll_busy(C::AllGather, fwd_bytes, span, c.coll, c.tp_dp_share)?
+            let quantized = coll_busy(C::AllGather, fwd_bytes, span, c.coll, c.tp_dp_share)?;
+            tr.line(|| {
+                format!(
+                    "  SP forward all-gathers of the {}-quantized GEMM input: r·q = {}·{q} = {fwd_bytes:.4e} B (16-bit {bytes:.4e} B) → {} (16-bit {ag})",
+                    c.plan.precision.name(),
+                    c.r,
+                    quantized.0
+                )
+            });
+            quantized
         } else {
             (ag, ag_b)
         };
