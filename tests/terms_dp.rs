@@ -588,3 +588,39 @@ fn dualpipe_device_can_hold_two_middle_stages() {
         "1F1B weights",
     );
 }
+
+#[test]
+fn fsdp_under_pipeline_parallelism_gathers_once_per_step() {
+    // With PP, PyTorch's pipeline schedules keep each stage's FSDP units unsharded from the
+    // first micro-batch's forward to the last one's backward (gradient sync and resharding
+    // off for the others; torchtitan's `reshard_after_forward = not pp_enabled`): per
+    // step, each of the stage's L/2 = 8 layers is all-gathered once and reduce-scattered
+    // once, and so are the parameters outside the layers (the word and position
+    // embeddings and the final norm, V·h + s·h + 2h, as the stage's outside parameters
+    // are counted), whatever the number of micro-batches:
+    // 8·(AG(2P_l) + RS(2P_l)) + AG(2P_o) + RS(2P_o), DP 4 on the inner switch. Memory: the
+    // stage's weights gathered (2 B) and its gradients unsharded (2 B) beside the shards.
+    let spec = |gb: u32| PlanSpec {
+        gpus: Some(8),
+        pp: 2,
+        zero: 3,
+        zero3_impl: Some(Zero3Impl::Fsdp),
+        dp_overlap: true,
+        micro_batch: 1,
+        global_batch: Some(gb),
+        flash_attention: true,
+        ..PlanSpec::default()
+    };
+    let sys = system("switch(4, 100GB/s, 1us) x switch(2, 100GB/s, 1us)");
+    let x = |n: f64| ring_half(n, 4.0, 1e-6, 100e9);
+    let (pl, po) = (layer_params(), V * H + S * H + 2.0 * H);
+    let per_step = 8.0 * 2.0 * x(2.0 * pl) + 2.0 * x(2.0 * po);
+    for gb in [8, 32] {
+        let e = run(&model(), &sys, spec(gb));
+        close(dp_total(&e), per_step, 1e-9, "FSDP under PP, once per step");
+        // Buffers: the stage's gathered weights and full gradients, (8·P_l + P_o)·(2 + 2),
+        // beside the two activation buffers of b·s·h 16-bit values.
+        let buffers = (8.0 * pl + po) * 4.0 + 2.0 * S * H * 2.0;
+        close(e.memory.buffers.get(), buffers, 1e-12, "resident stage");
+    }
+}

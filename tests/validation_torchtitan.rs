@@ -2,7 +2,9 @@
 //! file and commit): a held-out check from a PyTorch-native framework (FSDP2, DTensor TP,
 //! torch.compile, torchao Float8, PyTorch SDPA), nothing fitted to them.
 //!
-//! Each row runs as torchtitan does: FSDP (`--fsdp`) over the data-parallel ranks,
+//! Each row runs as torchtitan does: FSDP (`--fsdp`) over the data-parallel ranks, its
+//! gradients reduced and kept in FP32 (`--optimizer adam-fp32-grads`: torchtitan's
+//! `training.mixed_precision_reduce = "float32"`, its only choice in December 2024),
 //! FlashAttention-2 (`--attention-kernel fa2`: PyTorch SDPA's default backend), per-op
 //! checkpointing (`--recompute op`) where the row says "selective" and full otherwise,
 //! Float8 as tensor-wise current scaling, async TP as TP overlap.
@@ -79,6 +81,8 @@ fn command(r: &Row) -> Vec<String> {
         "--recompute",
         &r.recompute,
         "--fsdp",
+        "--optimizer",
+        "adam-fp32-grads",
         "--attention-kernel",
         "fa2",
         "--tp-overlap",

@@ -393,6 +393,7 @@ pub(super) fn zero3<T: Trace>(
             Seconds::ZERO
         }
     };
+    let once = unsharded_across_micro_batches(plan);
     let we = c.gathered_param_bytes();
     let (ag_nccl, ag_b) = bucketed(C::AllGather, pl * we, k, dp, c)?;
     let (rs_nccl, rs_b) = bucketed(C::ReduceScatter, pl * g, k, dp, c)?;
@@ -400,11 +401,19 @@ pub(super) fn zero3<T: Trace>(
     let ends = bucketed(C::AllGather, outside * c.e, k_out, dp, c)?
         .0
         .max(floor(outside * c.e))
-        * 2.0
+        * if once { 1.0 } else { 2.0 }
         + bucketed(C::ReduceScatter, outside * g, k_out, dp, c)?
             .0
             .max(floor(outside * g));
-    let gathers = if ds && plan.recompute == crate::parallel::Recompute::Full {
+    // FSDP under pipeline parallelism keeps each stage's units unsharded across its
+    // micro-batches: PyTorch's pipeline schedules turn gradient sync and resharding after
+    // backward off for all but the last backward (`backward_maybe_with_nosync`), and
+    // torchtitan builds its blocks with `reshard_after_forward = not pp_enabled`. So a layer
+    // is gathered once per step (the first forward) and reduce-scattered once (the last
+    // backward), and its gathered weights and full gradients stay resident (`state.rs`).
+    let gathers = if once {
+        1.0
+    } else if ds && plan.recompute == crate::parallel::Recompute::Full {
         3.0
     } else {
         2.0
@@ -481,7 +490,7 @@ pub(super) fn zero3<T: Trace>(
     } else {
         Overlap::exposed((ag * gathers + rs) * windows_n + fixed)
     };
-    let mb = plan.micro_batches as f64;
+    let mb = if once { 1.0 } else { plan.micro_batches as f64 };
     let total = ((ag * gathers + rs) * windows_n + fixed) * mb;
     let w = per_mb.times(mb) + replica;
     let total = total + replica.exposed + replica.hidden;
@@ -494,6 +503,13 @@ pub(super) fn zero3<T: Trace>(
         },
         w.slowdown,
     ))
+}
+
+/// FSDP with pipeline parallelism: each stage's units stay unsharded from the first
+/// micro-batch's forward to the last one's backward (PyTorch pipelining, torchtitan), so
+/// ZeRO-3 gathers and reduce-scatters once per step. DeepSpeed runs no ZeRO-3 with PP.
+pub(super) fn unsharded_across_micro_batches(plan: &crate::parallel::Plan) -> bool {
+    plan.pp > 1 && plan.zero == 3 && plan.zero3_impl == Zero3Impl::Fsdp
 }
 
 /// `bytes` moved as `k` equal buckets, each a collective of its own: `k · T(bytes/k)` (so

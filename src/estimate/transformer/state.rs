@@ -228,7 +228,13 @@ pub(super) fn stage_memory(c: &Ctx, params: f64, trainable: f64, plan: &Plan) ->
         0.0
     };
     let prefetch = if plan.zero == 3 && plan.dp * plan.cp > 1 {
-        zero3_resident(c)
+        if super::comm::unsharded_across_micro_batches(plan) {
+            // The stage's weights gathered and its gradients unsharded for the whole step.
+            let (_, g, _) = plan.optimizer.bytes_per_param();
+            params * (c.gathered_param_bytes() + g)
+        } else {
+            zero3_resident(c)
+        }
     } else {
         0.0
     };
