@@ -145,7 +145,7 @@ fn dp_buckets_hide_behind_the_last_backward_except_the_last() {
     // gradient G = 2·P bytes: reduce-scatter in the node (7/8·G at B0), all-reduce across
     // the 2 nodes on G/8 (2·1/2·G/8 at B1), all-gather in the node. Megatron's buckets are
     // max(4·10⁷, 10⁶·dp) parameters: k = ⌈P / 4·10⁷⌉ collectives; with zero latency they
-    // cost the same as one. The window is one micro-batch's backward.
+    // cost the same as one. The window is one micro-batch's backward (and recompute).
     let model = catalog::model("llama2-7b").unwrap();
     let p = model.params();
     for (b1_gbs, topo) in [
@@ -154,22 +154,27 @@ fn dp_buckets_hide_behind_the_last_backward_except_the_last() {
     ] {
         let (b0, b1) = (2000e9, b1_gbs * 1e9);
         let sys = system(topo);
-        let spec = PlanSpec {
-            gpus: Some(16),
-            micro_batch: 1,
-            global_batch: Some(64),
-            flash_attention: true,
-            ..PlanSpec::default()
-        };
-        let e = run("llama2-7b", &sys, spec);
-        let g = 2.0 * p;
-        let reduce = 2.0 * 7.0 / 8.0 * g / b0 + g / 8.0 / b1;
-        let k = (p / 4e7).ceil();
-        let w = e.time.backward.get() / e.plan.micro_batches as f64;
-        let (exposed, slow) = dp_rule(reduce, k, w);
-        let dp = e.time.class(CommClass::Dp);
-        assert_relative_eq!(dp.exposed.get(), exposed, max_relative = 1e-6);
-        assert_relative_eq!(e.time.interference.get(), slow, max_relative = 1e-6);
+        // With full recomputation the last micro-batch's recompute precedes its backward
+        // and is part of the window too.
+        for recompute in [Recompute::None, Recompute::Full] {
+            let spec = PlanSpec {
+                gpus: Some(16),
+                micro_batch: 1,
+                global_batch: Some(64),
+                flash_attention: true,
+                recompute,
+                ..PlanSpec::default()
+            };
+            let e = run("llama2-7b", &sys, spec);
+            let g = 2.0 * p;
+            let reduce = 2.0 * 7.0 / 8.0 * g / b0 + g / 8.0 / b1;
+            let k = (p / 4e7).ceil();
+            let w = (e.time.backward.get() + e.time.recompute.get()) / e.plan.micro_batches as f64;
+            let (exposed, slow) = dp_rule(reduce, k, w);
+            let dp = e.time.class(CommClass::Dp);
+            assert_relative_eq!(dp.exposed.get(), exposed, max_relative = 1e-6);
+            assert_relative_eq!(e.time.interference.get(), slow, max_relative = 1e-6);
+        }
     }
 }
 
