@@ -448,44 +448,27 @@ fn hybrid_tp_windows_pair_each_collective_with_its_gemm() {
         "name = \"slow\"\ndevice = \"h100-sxm\"\n[[network.dims]]\nkind = \"switch\"\nsize = 8\nbandwidth = \"20 GB/s\"\nlatency = \"3 us\"\n",
     )
     .unwrap();
-    let explain = |extra: &[&str]| -> Vec<String> {
-        let out = bin()
-            .args(["estimate", "--model", "nemotron-h-8b", "--system"])
-            .arg(&sys)
-            .args([
-                "--gpus",
-                "2",
-                "--tp",
-                "2",
-                "--global-batch",
-                "1",
-                "--seq-len",
-                "4096",
-            ])
-            .arg("--explain")
-            .args(extra)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8(out.stdout)
-            .unwrap()
-            .lines()
-            .map(String::from)
-            .collect()
+    let sys = sys.to_str().unwrap();
+    let explain = |extra: &[&str]| -> String {
+        let base = [
+            "estimate",
+            "--model",
+            "nemotron-h-8b",
+            "--system",
+            sys,
+            "--gpus",
+            "2",
+            "--tp",
+            "2",
+            "--global-batch",
+            "1",
+            "--seq-len",
+            "4096",
+            "--explain",
+        ];
+        common::text(&[&base[..], extra].concat())
     };
-    // The first line after `from` that contains `needle`.
-    let after = |lines: &[String], from: &str, needle: &str| -> String {
-        let start = lines.iter().position(|l| l.contains(from)).expect(from);
-        lines[start..]
-            .iter()
-            .find(|l| l.contains(needle))
-            .expect(needle)
-            .clone()
-    };
+    let after = |text: &str, from: &str, needle: &str| common::line_after(text, from, needle);
     // "all-gather 841.9 us ×2": the number and unit after `key`, in µs.
     let first = |line: &str, key: &str| -> f64 {
         let mut w = line.split(key).nth(1).expect(key).split_whitespace();

@@ -6,7 +6,7 @@
 //! (torchtitan/distributed/activation_checkpoint.py).
 
 mod common;
-use common::{computed, json, micros, usage_error};
+use common::{computed, json, line_after, micros, usage_error};
 
 /// FLOPs recomputed per token: wk 2·4096·1024 + wo 2·4096·4096 + w3 2·4096·14336 =
 /// 8 388 608 + 33 554 432 + 117 440 512 = 159 383 552 per layer, 5 100 273 664 over 32
@@ -63,12 +63,7 @@ fn per_op_recompute_time_composes_the_forward() {
     ];
     // 8B parameters' Adam states do not fit one GPU (exit 3); the times are computed.
     let text = computed(&[&args[..], &["--explain"]].concat());
-    let line = |needle: &str| {
-        text.lines()
-            .find(|l| l.contains(needle))
-            .unwrap_or_else(|| panic!("explain shows '{needle}'"))
-            .to_string()
-    };
+    let line = |needle: &str| line_after(&text, needle, needle);
     let fwd = |needle: &str| micros(&line(needle), "→ fwd");
     let (qkv, proj, mlp_in) = (
         fwd("GEMM QKV:"),

@@ -175,10 +175,17 @@ pub fn h100_tp8_explain_line(model: &str, extra: &[&str], needle: &str) -> Strin
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let text = String::from_utf8(out.stdout).unwrap();
-    text.lines()
+    line_after(&String::from_utf8(out.stdout).unwrap(), needle, needle)
+}
+
+/// The first line of `text` containing `needle` at or after the first line containing
+/// `from` (an explain's block of one layer kind starts at its first GEMM line).
+#[track_caller]
+pub fn line_after(text: &str, from: &str, needle: &str) -> String {
+    let mut lines = text.lines().skip_while(|l| !l.contains(from));
+    lines
         .find(|l| l.contains(needle))
-        .unwrap_or_else(|| panic!("explain shows '{needle}'"))
+        .unwrap_or_else(|| panic!("a line with '{needle}' after '{from}'"))
         .to_string()
 }
 
