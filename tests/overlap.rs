@@ -402,3 +402,44 @@ fn dp_buckets_flow_under_the_tp_time_of_the_backward_too() {
         max_relative = 1e-6
     );
 }
+
+#[test]
+fn dp_buckets_wait_for_the_tp_traffic_they_share_a_link_with() {
+    // TP and DP on one switch (Llama 2 7B, TP 2 without SP and without overlap, DP 4,
+    // ZeRO-0, 10 GB/s, no latency): the buckets share the link with the backward's TP all-reduces
+    // (`windows::shared`), which delays them by Σ min(rest, L·TP busy) on the link: here the
+    // 32 layers' two all-reduces of s·h·2 B over 2 ranks, 2·n/B each layer. The gradient
+    // all-reduce R = 2·3/4·G/B (G = 2·P/2 B) outlasts the backward W, so DP exposed =
+    // last + (R − last + delay) − W − κ·W, last = R/k, k = ⌈(P/2)/4·10⁷⌉.
+    let model = catalog::model("llama2-7b").unwrap();
+    let p = model.params() / 2.0;
+    let b = 10e9;
+    let sys = system("switch(8, 10GB/s, 0us)");
+    let spec = PlanSpec {
+        gpus: Some(8),
+        tp: 2,
+        zero: 0,
+        micro_batch: 1,
+        global_batch: Some(8),
+        tp_overlap: false,
+        tp_bwd_overlap: false,
+        flash_attention: true,
+        recompute: Recompute::None,
+        ..PlanSpec::default()
+    };
+    let e = run("llama2-7b", &sys, spec);
+    let reduce = 2.0 * 3.0 / 4.0 * 2.0 * p / b;
+    let k = (p / 4e7).ceil();
+    let last = reduce / k;
+    let n = 4096.0 * 4096.0 * 2.0;
+    let delay = (reduce - last).min(32.0 * 2.0 * n / b);
+    let w = e.time.backward.get() / e.plan.micro_batches as f64;
+    let c = reduce - last + delay;
+    assert!(c > w, "the reduction outlasts the backward: {c} > {w}");
+    let exposed = last + c - w - KAPPA * w;
+    assert_relative_eq!(
+        e.time.class(CommClass::Dp).exposed.get(),
+        exposed,
+        max_relative = 1e-6
+    );
+}

@@ -392,6 +392,32 @@ fn expert_gradients_reduce_over_expert_dp() {
         * (kd * ring_half(2.0 * dense / kd, 8.0, 1e-6, 100e9)
             + ke * ring_half(2.0 * routed / ke, 2.0, 1e-6, 100e9));
     close(dp_total(&e), want, 1e-9, "DP time in buckets, EP 4");
+    // On a switch 100× faster every bucket but the last hides under the last backward and
+    // the gathers under the first forward: exposed is the last bucket of the kd + ke the
+    // two buffers send, R/(kd + ke) with R both buffers' reduce-scatters.
+    let e = run(
+        &m,
+        &system("switch(8, 10TB/s, 1us)"),
+        PlanSpec {
+            gpus: Some(8),
+            ep: 4,
+            etp: Some(1),
+            zero: 1,
+            dp_overlap: true,
+            micro_batch: 1,
+            global_batch: Some(8),
+            flash_attention: true,
+            ..PlanSpec::default()
+        },
+    );
+    let reduce = kd * ring_half(2.0 * dense / kd, 8.0, 1e-6, 10e12)
+        + ke * ring_half(2.0 * routed / ke, 2.0, 1e-6, 10e12);
+    close(
+        e.time.class(CommClass::Dp).exposed.get(),
+        reduce / (kd + ke),
+        1e-9,
+        "DP exposed: the last of kd + ke buckets, EP 4",
+    );
     // TP 4 on 4 ports, ETP 1, EP 2: DP 1, so the dense weights need no reduction, but each
     // expert sits on the expert-DP 2 ranks (t·d/(etp·ep) = 2): only R = 48·64·4,718,592
     // parameters move, 2·RS₂(2R) and 4R bytes.
