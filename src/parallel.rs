@@ -339,9 +339,17 @@ pub(crate) fn bad(key: &str, msg: String) -> Error {
     Error::Unsupported(format!("invalid plan: {key}: {msg}"))
 }
 
-/// HSDP: the shard group divides DP and holds whole EP groups; it shards ZeRO-3 style
-/// (zero = 3) and is not combined with CP here.
+/// HSDP: the shard group (at least 2: a group of 1 shards nothing) divides DP and holds
+/// whole EP groups; it shards ZeRO-3 style (zero = 3) and is not combined with CP here.
 fn check_hsdp(g: u32, dp: u32, s: &PlanSpec) -> Result<()> {
+    if g == 1 {
+        return Err(bad(
+            "hsdp",
+            "a shard group of 1 shards nothing: that is plain data parallelism (--zero 0, or \
+             --zero 1 for the distributed optimizer); --fsdp shards over all DP ranks"
+                .into(),
+        ));
+    }
     if g == 0 || !dp.is_multiple_of(g) || !g.is_multiple_of(s.ep) {
         return Err(bad(
             "hsdp",

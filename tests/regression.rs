@@ -357,3 +357,23 @@ fn no_timing_makes_identical_runs_byte_identical() {
     assert_eq!(one, ok(&a));
     assert!(!one.contains("estimates/s"), "{one}");
 }
+
+#[test]
+fn hsdp_group_of_one_is_refused() {
+    // A shard group of 1 shards nothing (it would be DDP); an earlier revision read it as
+    // FSDP over every DP rank, the opposite of what the flag says.
+    usage_error(
+        &[
+            "estimate",
+            "--model",
+            "llama3-8b",
+            "--system",
+            "dgx-h100",
+            "--gpus",
+            "16",
+            "--hsdp",
+            "1",
+        ],
+        "a shard group of 1 shards nothing",
+    );
+}

@@ -159,6 +159,33 @@ fn fsdp_gathers_each_layer_twice_per_micro_batch() {
     let (pl, po) = (layer_params(), V * H + S * H + 2.0 * H);
     let per_mb = L * 3.0 * x(2.0 * pl) + 3.0 * x(2.0 * po);
     close(dp_total(&e), 2.0 * per_mb, 1e-9, "FSDP gathers");
+    // With a bucket given (`--dp-bucket 100MB`) each layer's 2·P_l = 403 MB goes in
+    // k = ⌈2·P_l / 10⁸⌉ = 5 collectives of 2·P_l/5, each paying its latency; the 17.8 MB
+    // outside the layers in one.
+    let e = run(
+        &model(),
+        &system("switch(4, 100GB/s, 1us)"),
+        PlanSpec {
+            gpus: Some(4),
+            zero: 3,
+            zero3_impl: Some(Zero3Impl::Fsdp),
+            dp_overlap: true,
+            dp_bucket: Some(astrolabe::units::Bytes::new(1e8)),
+            micro_batch: 1,
+            global_batch: Some(8),
+            flash_attention: true,
+            ..PlanSpec::default()
+        },
+    );
+    let k = (2.0 * pl / 1e8).ceil();
+    assert_eq!(k, 5.0);
+    let per_mb = L * 3.0 * k * x(2.0 * pl / k) + 3.0 * x(2.0 * po);
+    close(
+        dp_total(&e),
+        2.0 * per_mb,
+        1e-9,
+        "FSDP gathers in 100 MB buckets",
+    );
 }
 
 #[test]
@@ -649,4 +676,71 @@ fn fsdp_under_pipeline_parallelism_gathers_once_per_step() {
         let buffers = (8.0 * pl + po) * 4.0 + 2.0 * S * H * 2.0;
         close(e.memory.buffers.get(), buffers, 1e-12, "resident stage");
     }
+}
+
+/// DeepSpeed ZeRO-3 (2021) on MoE layers: weights above the persistence threshold are
+/// gathered whole, so a layer takes `k = min(W, ⌈P_l / 5·10⁷⌉)` collectives with `W = 2 +
+/// 2·E/ep + 2·[shared expert]` weight matrices (attention's two fused projections, each
+/// local expert's two, a shared expert's two), each paying its latency; the embedding and
+/// head take `clamp(⌈P_o / 5·10⁷⌉, 1, 2)`. On a 4-port switch at 10 GB/s (slower than
+/// DeepSpeed's 24 GB/s floor, so NCCL's time counts) the DP time grows with the latency α by
+/// `m·(L·3·k + 3·k_o)·(p − 1)·α` (2 gathers and 1 reduce-scatter of each, ring steps p − 1):
+/// - Mixtral 8×7B, EP 2: 4 local experts, W = 10, P_l ≈ 7.5·10⁸ → 15 buckets: k = 10;
+/// - Llama 4 Scout, EP 2: 8 local experts and a shared one, W = 20.
+#[test]
+fn deepspeed_2021_gathers_moe_weights_whole() {
+    let at = |m: &astrolabe::model::Model, alpha: &str| {
+        let e = run(
+            m,
+            &system(&format!("switch(4, 10GB/s, {alpha})")),
+            PlanSpec {
+                gpus: Some(4),
+                ep: 2,
+                etp: Some(1),
+                zero: 3,
+                zero3_impl: Some(Zero3Impl::Deepspeed2021),
+                micro_batch: 1,
+                global_batch: Some(8),
+                flash_attention: true,
+                ..PlanSpec::default()
+            },
+        );
+        (dp_total(&e), e.plan.micro_batches as f64)
+    };
+    for (name, layers, w) in [("mixtral-8x7b", 32.0, 10.0), ("llama4-scout", 48.0, 20.0)] {
+        let m = astrolabe::catalog::model(name).unwrap();
+        let ((t0, mb), (t1, _)) = (at(&m, "0us"), at(&m, "1ms"));
+        // The weight count binds: the layer holds more than W buckets of 5·10⁷.
+        let buckets = (run_params(&m) / layers / 5e7).ceil();
+        assert!(buckets > w, "{name}: {buckets} buckets");
+        let k = w;
+        let want = mb * (layers * 3.0 * k + 3.0 * 2.0) * 3.0 * 1e-3;
+        close(
+            t1 - t0,
+            want,
+            1e-6,
+            &format!("{name}: latency of the collectives"),
+        );
+    }
+}
+
+/// Parameters on one rank of the EP 2 plans above (its 16-bit weights under ZeRO-1, all
+/// layers with the embedding and head, which only raise the per-layer bucket count the
+/// test compares with the weight count).
+fn run_params(m: &astrolabe::model::Model) -> f64 {
+    let e = run(
+        m,
+        &system("switch(4, 10GB/s, 0us)"),
+        PlanSpec {
+            gpus: Some(4),
+            ep: 2,
+            etp: Some(1),
+            zero: 1,
+            micro_batch: 1,
+            global_batch: Some(8),
+            flash_attention: true,
+            ..PlanSpec::default()
+        },
+    );
+    e.memory.weights.get() / 2.0
 }
