@@ -678,24 +678,28 @@ fn fsdp_under_pipeline_parallelism_gathers_once_per_step() {
     }
 }
 
-/// DeepSpeed ZeRO-3 (2021) on MoE layers: weights above the persistence threshold are
-/// gathered whole, so a layer takes `k = min(W, ⌈P_l / 5·10⁷⌉)` collectives with `W = 2 +
-/// 2·E/ep + 2·[shared expert]` weight matrices (attention's two fused projections, each
-/// local expert's two, a shared expert's two), each paying its latency; the embedding and
-/// head take `clamp(⌈P_o / 5·10⁷⌉, 1, 2)`. On a 4-port switch at 10 GB/s (slower than
-/// DeepSpeed's 24 GB/s floor, so NCCL's time counts) the DP time grows with the latency α by
-/// `m·(L·3·k + 3·k_o)·(p − 1)·α` (2 gathers and 1 reduce-scatter of each, ring steps p − 1):
-/// - Mixtral 8×7B, EP 2: 4 local experts, W = 10, P_l ≈ 7.5·10⁸ → 15 buckets: k = 10;
-/// - Llama 4 Scout, EP 2: 8 local experts and a shared one, W = 20.
+/// DeepSpeed ZeRO-3 (2021) gathers a weight above the persistence threshold whole and
+/// coalesces the rest up to its 5·10⁷-parameter bucket, so a layer takes `k = min(W, ⌈P_l /
+/// 5·10⁷⌉)` collectives with `W = 2 + 2·E/ep + 2·[shared expert]` weight matrices
+/// (attention's two fused projections, each local expert's two (a dense MLP's: E = 1), a
+/// shared expert's two), each paying its latency; the parameters outside the layers take
+/// `clamp(⌈P_o / 5·10⁷⌉, 1, 2)`. On a 4-port switch at 10 GB/s (slower than DeepSpeed's
+/// 24 GB/s floor, so NCCL's time counts) the DP time grows with the latency α by
+/// `m·(L·3·k + 3·k_o)·(p − 1)·α` (2 gathers and 1 reduce-scatter of each, p − 1 ring steps):
+/// - Mixtral 8×7B, EP 2: 4 local experts, W = 10 < 15 buckets: k = 10; P_o = 2.6·10⁸: 2;
+/// - Llama 4 Scout, EP 2: 8 local experts and a shared one, W = 20 < 24 buckets: k = 20;
+/// - GPT 1.7B (Megatron 2021): dense, W = 4, P_l = 12·2304² + 13·2304 = 6.4·10⁷: k = 2;
+///   P_o = 51200·2304 + 2048·2304 + 2·2304 = 1.2·10⁸: 2;
+/// - the term-test model: W = 4 < 5 buckets: k = 4; P_o = 8.9·10⁶: 1.
 #[test]
-fn deepspeed_2021_gathers_moe_weights_whole() {
-    let at = |m: &astrolabe::model::Model, alpha: &str| {
+fn deepspeed_2021_gathers_weights_whole() {
+    let at = |m: &astrolabe::model::Model, ep: u32, alpha: &str| {
         let e = run(
             m,
             &system(&format!("switch(4, 10GB/s, {alpha})")),
             PlanSpec {
                 gpus: Some(4),
-                ep: 2,
+                ep,
                 etp: Some(1),
                 zero: 3,
                 zero3_impl: Some(Zero3Impl::Deepspeed2021),
@@ -707,14 +711,20 @@ fn deepspeed_2021_gathers_moe_weights_whole() {
         );
         (dp_total(&e), e.plan.micro_batches as f64)
     };
-    for (name, layers, w) in [("mixtral-8x7b", 32.0, 10.0), ("llama4-scout", 48.0, 20.0)] {
-        let m = astrolabe::catalog::model(name).unwrap();
-        let ((t0, mb), (t1, _)) = (at(&m, "0us"), at(&m, "1ms"));
-        // The weight count binds: the layer holds more than W buckets of 5·10⁷.
-        let buckets = (run_params(&m) / layers / 5e7).ceil();
-        assert!(buckets > w, "{name}: {buckets} buckets");
-        let k = w;
-        let want = mb * (layers * 3.0 * k + 3.0 * 2.0) * 3.0 * 1e-3;
+    let cases = [
+        ("mixtral-8x7b", 2, 32.0, 10.0, 2.0),
+        ("llama4-scout", 2, 48.0, 20.0, 2.0),
+        ("megatron-2021-1.7b", 1, 24.0, 2.0, 2.0),
+        ("terms", 1, L, 4.0, 1.0),
+    ];
+    for (name, ep, layers, k, k_o) in cases {
+        let m = if name == "terms" {
+            model()
+        } else {
+            astrolabe::catalog::model(name).unwrap()
+        };
+        let ((t0, mb), (t1, _)) = (at(&m, ep, "0us"), at(&m, ep, "1ms"));
+        let want = mb * (layers * 3.0 * k + 3.0 * k_o) * 3.0 * 1e-3;
         close(
             t1 - t0,
             want,
@@ -722,25 +732,4 @@ fn deepspeed_2021_gathers_moe_weights_whole() {
             &format!("{name}: latency of the collectives"),
         );
     }
-}
-
-/// Parameters on one rank of the EP 2 plans above (its 16-bit weights under ZeRO-1, all
-/// layers with the embedding and head, which only raise the per-layer bucket count the
-/// test compares with the weight count).
-fn run_params(m: &astrolabe::model::Model) -> f64 {
-    let e = run(
-        m,
-        &system("switch(4, 10GB/s, 0us)"),
-        PlanSpec {
-            gpus: Some(4),
-            ep: 2,
-            etp: Some(1),
-            zero: 1,
-            micro_batch: 1,
-            global_batch: Some(8),
-            flash_attention: true,
-            ..PlanSpec::default()
-        },
-    );
-    e.memory.weights.get() / 2.0
 }
