@@ -3,7 +3,8 @@
 //! Every estimate carries an 80 % band built from the residuals of comparable published
 //! runs, `r = ln(measured / estimated)`, kept in `presets/bands/*.csv` (one file per public
 //! set: NVIDIA's NeMo and Megatron-LM tables in `runs.csv`, Megatron-Bridge's 2025–2026
-//! tables in `runs-2025.csv`, AMD Instinct MLPerf Training results in `amd-mlperf.csv`; the
+//! tables in `runs-2025.csv`, AMD Instinct and NVIDIA MLPerf Training results in
+//! `amd-mlperf.csv` and `nvidia-mlperf.csv`; the
 //! validation harnesses write them and check them, so they always belong to this model). A run's group is its device generation × dense/MoE ×
 //! precision class × scale; when that group has fewer than [`MIN_RUNS`] runs the band backs
 //! off to coarser groups (dropping scale, then precision, then generation, then the kind)
@@ -129,7 +130,7 @@ impl Residual {
 }
 
 /// The residual sets shipped with the binary.
-pub const SETS: [(&str, &str); 3] = [
+pub const SETS: [(&str, &str); 4] = [
     (
         "runs",
         include_str!(concat!(
@@ -149,6 +150,13 @@ pub const SETS: [(&str, &str); 3] = [
         include_str!(concat!(
             env!("CARGO_MANIFEST_DIR"),
             "/presets/bands/amd-mlperf.csv"
+        )),
+    ),
+    (
+        "nvidia-mlperf",
+        include_str!(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/presets/bands/nvidia-mlperf.csv"
         )),
     ),
 ];
@@ -330,7 +338,12 @@ mod tests {
 
     #[test]
     fn shipped_sets_parse() {
-        let expected = [("runs", 45), ("runs-2025", 144), ("amd-mlperf", 19)];
+        let expected = [
+            ("runs", 45),
+            ("runs-2025", 144),
+            ("amd-mlperf", 19),
+            ("nvidia-mlperf", 21),
+        ];
         for ((name, text), (want, n)) in SETS.iter().zip(expected) {
             assert_eq!(*name, want);
             let r = parse(text).unwrap_or_else(|e| panic!("{name}: {e}"));

@@ -238,3 +238,28 @@ fn mlperf_nvidia_llm_rows_as_submitted() {
     );
     assert!(median < 0.07, "median |error| {median}");
 }
+
+/// Each row's residual `ln(published / estimated)`: the prediction bands' data from NVIDIA's
+/// MLPerf submissions (`presets/bands/nvidia-mlperf.csv`), every row included.
+#[test]
+fn band_residuals_are_current() {
+    let text = std::fs::read_to_string("tests/data/mlperf/nvidia-llm.csv").unwrap();
+    let header = text.lines().position(|l| !l.starts_with('#')).unwrap() as u32;
+    let out: Vec<astrolabe::band::Residual> = rows()
+        .iter()
+        .enumerate()
+        .map(|(i, r)| {
+            let t = common::estimate_cli(&command(r)).0.time.total.get();
+            astrolabe::band::Residual {
+                row: header + 2 + i as u32,
+                gpu: r.gpu.clone(),
+                moe: false,
+                precision: r.precision.clone(),
+                gpus: r.num_gpus,
+                log_ratio: (r.step_time_s / t).ln(),
+            }
+        })
+        .collect();
+    assert_eq!(out.len(), 21);
+    common::check_band_residuals("nvidia-mlperf", &out);
+}
