@@ -448,38 +448,42 @@ fn dp_buckets_wait_for_the_tp_traffic_they_share_a_link_with() {
 
 #[test]
 fn zero3_gathers_and_reduce_scatters_in_windows_per_layer() {
-    // Llama 2 7B over 4 GPUs on a 10 GB/s switch (no latency), ZeRO-3, 2 micro-batches of
-    // one 4096-token sequence. Per layer (P_l = 4h² + 3·h·11008 + 2h) the bf16 all-gather
-    // and reduce-scatter each take AG = RS = 3/4 · 2·P_l / B; the embedding and head
-    // (P_o = 2·32000·h + h) 2 gathers and a reduce-scatter, E = 3 · 3/4 · 2·P_o / B. Each of
-    // the L − 1 later layers hides its gather behind the previous layer's forward W_f and
-    // its backward traffic behind its own recompute + backward W_b (bulk windows,
-    // exposed = max(0, C − W − κ·min(C, W))); the first layer's gathers, the last
-    // reduce-scatter and E are exposed outright: per micro-batch
+    // Llama 2 7B over 4 GPUs on a switch with no latency, ZeRO-3, 2 micro-batches of one
+    // 4096-token sequence. Per layer (P_l = 4h² + 3·h·11008 + 2h) the bf16 all-gather and
+    // reduce-scatter each move 3/4 · 2·P_l bytes, at the link's B (NCCL) or, for DeepSpeed
+    // 2021, at most at its 24 GB/s per GPU: AG = RS = 3/4 · 2·P_l / min(B, R); the embedding
+    // and head (P_o = 2·32000·h + h) 2 gathers and a reduce-scatter, E = 3 · 3/4 · 2·P_o /
+    // min(B, R). Each of the L − 1 later layers hides its gather behind the previous layer's
+    // forward W_f and its backward traffic behind its own recompute + backward W_b (bulk
+    // windows: exposed max(0, C − W − κ_a·min(C, W)), interference κ_a·min(C, W), with κ_a =
+    // κ·T_nccl/T when DeepSpeed's rate binds: 0.24·κ at 100 GB/s); the first layer's gathers,
+    // the last reduce-scatter and E are exposed outright. Per micro-batch:
     // (L−1)·[x(AG, W_f) + x(C_b, W_b) + D] + g·AG + RS + E, with
     // - FSDP: g = 2 gathers, C_b = AG + RS, D = 0, with or without recomputation;
     // - DeepSpeed 2021 without recomputation: the same;
     // - DeepSpeed 2021 with full recomputation: g = 3, and the backward's two gathers are
     //   fetched on demand (its prefetch follows the forward's module order): C_b = RS,
-    //   D = 2·AG exposed.
-    let sys = system("switch(4, 10GB/s, 0us)");
+    //   D = 2·AG exposed;
+    // - without DP overlap: (L−1)·(g·AG + RS) + g·AG + RS + E, all exposed.
     let m = catalog::model("llama2-7b").unwrap();
     let h = 4096.0;
     let pl = 4.0 * h * h + 3.0 * h * 11008.0 + 2.0 * h;
     let po = 2.0 * 32000.0 * h + h;
-    let x = |n: f64| 0.75 * n / 10e9;
-    let (ag, rs, ends) = (x(2.0 * pl), x(2.0 * pl), 3.0 * x(2.0 * po));
-    let bulk = |c: f64, w: f64| (c - w - KAPPA * c.min(w)).max(0.0);
-    for (imp, recompute) in [
-        (Zero3Impl::Fsdp, Recompute::None),
-        (Zero3Impl::Fsdp, Recompute::Full),
-        (Zero3Impl::Deepspeed2021, Recompute::None),
-        (Zero3Impl::Deepspeed2021, Recompute::Full),
+    for (imp, recompute, b, overlap) in [
+        (Zero3Impl::Fsdp, Recompute::None, 10e9_f64, true),
+        (Zero3Impl::Fsdp, Recompute::Full, 10e9, true),
+        (Zero3Impl::Deepspeed2021, Recompute::None, 10e9, true),
+        (Zero3Impl::Deepspeed2021, Recompute::Full, 10e9, true),
+        (Zero3Impl::Deepspeed2021, Recompute::None, 100e9, true),
+        (Zero3Impl::Deepspeed2021, Recompute::Full, 100e9, true),
+        (Zero3Impl::Fsdp, Recompute::None, 10e9, false),
     ] {
+        let sys = system(&format!("switch(4, {}GB/s, 0us)", b / 1e9));
         let spec = PlanSpec {
             gpus: Some(4),
             zero: 3,
             zero3_impl: Some(imp),
+            dp_overlap: overlap,
             micro_batch: 1,
             global_batch: Some(8),
             flash_attention: true,
@@ -494,17 +498,46 @@ fn zero3_gathers_and_reduce_scatters_in_windows_per_layer() {
             .expect("a layer line");
         let us = |key: &str| 1e-6 * common::micros(layer, key);
         let (wf, wb) = (us("forward"), us("backward") + us("recompute"));
-        let on_demand = imp == Zero3Impl::Deepspeed2021 && recompute == Recompute::Full;
+        let ds = imp == Zero3Impl::Deepspeed2021;
+        let rate = if ds { b.min(24e9) } else { b };
+        let x = |n: f64| 0.75 * n / rate;
+        let (ag, rs, ends) = (x(2.0 * pl), x(2.0 * pl), 3.0 * x(2.0 * po));
+        let kappa = KAPPA * rate / b;
+        let on_demand = ds && recompute == Recompute::Full;
         let (g, cb, d) = if on_demand {
             (3.0, rs, 2.0 * ag)
         } else {
             (2.0, ag + rs, 0.0)
         };
-        let per_mb = 31.0 * (bulk(ag, wf) + bulk(cb, wb) + d) + g * ag + rs + ends;
-        assert_relative_eq!(
-            e.time.class(CommClass::Dp).exposed.get(),
-            2.0 * per_mb,
-            max_relative = 1e-4
+        let bulk = |c: f64, w: f64| (c - w - kappa * c.min(w)).max(0.0);
+        let (per_mb, slow) = if overlap {
+            (
+                31.0 * (bulk(ag, wf) + bulk(cb, wb) + d) + g * ag + rs + ends,
+                31.0 * kappa * (ag.min(wf) + cb.min(wb)),
+            )
+        } else {
+            (32.0 * (g * ag + rs) + ends, 0.0)
+        };
+        let what = format!(
+            "{imp:?}, {recompute:?}, {} GB/s, overlap {overlap}",
+            b / 1e9
         );
+        let dp = e.time.class(CommClass::Dp);
+        assert!(
+            // (the windows come from the explain's four significant digits)
+            (dp.exposed.get() / (2.0 * per_mb) - 1.0).abs() < 1e-3,
+            "{what}: exposed {} against {}",
+            dp.exposed.get(),
+            2.0 * per_mb
+        );
+        assert_relative_eq!(
+            e.time.interference.get(),
+            2.0 * slow,
+            // the windows are read from the explain's four significant digits, and the
+            // interference is proportional to them where the traffic outlasts them
+            max_relative = 1e-3,
+            epsilon = 1e-9
+        );
+        assert!(dp.exposed.get() > 0.0, "{what}");
     }
 }
