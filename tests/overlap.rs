@@ -541,3 +541,43 @@ fn zero3_gathers_and_reduce_scatters_in_windows_per_layer() {
         assert!(dp.exposed.get() > 0.0, "{what}");
     }
 }
+
+#[test]
+fn zero3_traffic_waits_for_the_tp_traffic_on_its_link() {
+    // TP 2 and ZeRO-3 (FSDP over DP 2) on one 100 GB/s switch (no latency), Llama 2 7B,
+    // tensor parallelism without overlap (its collectives blocking, so they cause no
+    // interference). A layer's gathers and reduce-scatter share the link with its TP
+    // traffic, each delayed by Σ min(own busy, TP busy) (`windows::shared`): forward by
+    // min(AG, 2·n/B), backward by min(AG + RS, 2·n/B), with the layer's shard P_l/2 (P_l =
+    // 4h² + 3·h·11008 + 2h) gathered in bf16 over 2 ranks, AG = RS = 1/2 · P_l / B, and two
+    // all-reduces of n = s·h·2 B per pass (a ring over 2 moves n each). All of it hides
+    // under the layers' compute, so the DP interference is κ times every hidden second:
+    // m·(L−1)·κ·(AG + delay_f + AG + RS + delay_b).
+    let sys = system("switch(4, 100GB/s, 0us)");
+    let (h, b): (f64, f64) = (4096.0, 100e9);
+    let pl = 4.0 * h * h + 3.0 * h * 11008.0 + 2.0 * h;
+    let (ag, rs) = (0.5 * pl / b, 0.5 * pl / b);
+    let tp = 2.0 * 4096.0 * h * 2.0 / b;
+    let (delay_f, delay_b) = (ag.min(tp), (ag + rs).min(tp));
+    let spec = PlanSpec {
+        gpus: Some(4),
+        tp: 2,
+        zero: 3,
+        zero3_impl: Some(Zero3Impl::Fsdp),
+        micro_batch: 1,
+        global_batch: Some(4),
+        flash_attention: true,
+        tp_overlap: false,
+        tp_bwd_overlap: false,
+        sequence_parallel: false,
+        recompute: Recompute::None,
+        ..PlanSpec::default()
+    };
+    let e = run("llama2-7b", &sys, spec);
+    let want = e.plan.micro_batches as f64 * 31.0 * KAPPA * (ag + delay_f + ag + rs + delay_b);
+    assert!(
+        delay_f < ag && delay_b < ag + rs,
+        "TP traffic is the smaller"
+    );
+    assert_relative_eq!(e.time.interference.get(), want, max_relative = 1e-6);
+}
