@@ -539,6 +539,14 @@ fn zero3_gathers_and_reduce_scatters_in_windows_per_layer() {
             epsilon = 1e-9
         );
         assert!(dp.exposed.get() > 0.0, "{what}");
+        // Bytes per device: every parameter gathered g times in bf16 and its gradient
+        // reduce-scattered in bf16, per micro-batch: m·P·(2·g + 2), P = 32·P_l + P_o.
+        let p = 32.0 * pl + po;
+        assert_relative_eq!(
+            dp.bytes.get(),
+            2.0 * p * (2.0 * g + 2.0),
+            max_relative = 1e-12
+        );
     }
 }
 
