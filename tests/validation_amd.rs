@@ -61,35 +61,28 @@ fn command(r: &Row) -> Option<Vec<String>> {
     } else {
         return None;
     };
-    let n = |v: u32| v.to_string();
-    let mut a: Vec<String> = [
-        "--model",
+    let mut a = common::Shape {
         model,
-        "--system",
         system,
-        "--gpus",
-        &n(r.num_gpus),
-        "--tp",
-        &n(r.tp),
-        "--pp",
-        &n(r.pp),
-        "--cp",
-        &n(r.cp),
-        "--micro-batch",
-        &n(r.micro_batch),
-        "--global-batch",
-        &n(r.global_batch),
-        "--seq-len",
-        &n(r.seq_len),
-        "--precision",
-        "fp8",
-        "--fp8-recipe",
-        "delayed",
-        "--fp8-params",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
+        gpus: r.num_gpus,
+        tp: r.tp,
+        pp: r.pp,
+        cp: r.cp,
+        seq_len: r.seq_len,
+        micro_batch: r.micro_batch,
+        global_batch: r.global_batch,
+    }
+    .args();
+    a.extend(
+        [
+            "--precision",
+            "fp8",
+            "--fp8-recipe",
+            "delayed",
+            "--fp8-params",
+        ]
+        .map(String::from),
+    );
     a.extend(extra.iter().map(|s| s.to_string()));
     Some(a)
 }

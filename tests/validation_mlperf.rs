@@ -90,43 +90,37 @@ fn command(r: &Row) -> Vec<String> {
         "llama31_8b" => "llama3-8b",
         b => panic!("no model for {b}"),
     };
-    let n = |v: u32| v.to_string();
-    let mut a: Vec<String> = [
-        "--model",
+    let mut a = common::Shape {
         model,
-        "--system",
-        &system,
-        "--gpus",
-        &n(r.num_gpus),
-        "--tp",
-        &n(r.tp),
-        "--pp",
-        &n(r.pp),
-        "--cp",
-        &n(r.cp),
-        "--seq-len",
-        &n(r.seq_len),
-        "--micro-batch",
-        &n(r.micro_batch),
-        "--global-batch",
-        &n(r.global_batch),
-        "--precision",
-        &r.precision,
-        "--flash-attention",
-        "--tp-overlap",
-        if r.tp_overlap { "true" } else { "false" },
-        "--cuda-graphs",
-        // Megatron-core's per-layer graphs (`cuda_graph_scope=full`, NeMo 1's
-        // `enable_cuda_graph`) capture attention and MLP; `full_iteration` the whole step.
-        match r.cuda_graphs.as_str() {
-            "layer" => "attn,mlp",
-            g => g,
-        },
-    ]
-    .map(String::from)
-    .to_vec();
+        system: &system,
+        gpus: r.num_gpus,
+        tp: r.tp,
+        pp: r.pp,
+        cp: r.cp,
+        seq_len: r.seq_len,
+        micro_batch: r.micro_batch,
+        global_batch: r.global_batch,
+    }
+    .args();
+    a.extend(
+        [
+            "--precision",
+            &r.precision,
+            "--flash-attention",
+            "--tp-overlap",
+            if r.tp_overlap { "true" } else { "false" },
+            "--cuda-graphs",
+            // Megatron-core's per-layer graphs (`cuda_graph_scope=full`, NeMo 1's
+            // `enable_cuda_graph`) capture attention and MLP; `full_iteration` the whole step.
+            match r.cuda_graphs.as_str() {
+                "layer" => "attn,mlp",
+                g => g,
+            },
+        ]
+        .map(String::from),
+    );
     if r.vp > 1 {
-        a.extend(["--virtual-stages".into(), n(r.vp)]);
+        a.extend(["--virtual-stages".into(), r.vp.to_string()]);
     }
     if !r.fp8_recipe.is_empty() {
         a.extend(["--fp8-recipe".into(), r.fp8_recipe.clone()]);

@@ -62,34 +62,34 @@ fn h100(r: &Row) -> bool {
 
 /// The `estimate` arguments of a row.
 fn command(r: &Row) -> Vec<String> {
-    let n = |v: u32| v.to_string();
     // The tables' global batch column is per step; micro-batch × accumulation × GPUs.
-    let global = r.micro_batch * r.grad_accum * r.gpus;
-    let mut a: Vec<String> = [
-        "--model",
-        &format!("tests/data/mosaic/mpt-{}.toml", r.model),
-        "--system",
-        if h100(r) { "dgx-h100" } else { "dgx-a100" },
-        "--gpus",
-        &n(r.gpus),
-        "--seq-len",
-        &n(r.seq_len),
-        "--micro-batch",
-        &n(r.micro_batch),
-        "--global-batch",
-        &n(global),
-        "--fsdp",
-        "--optimizer",
-        "adam-fp32-grads",
-        "--recompute",
-        if r.activation_checkpointing {
-            "full"
-        } else {
-            "none"
-        },
-    ]
-    .map(String::from)
-    .to_vec();
+    let model = format!("tests/data/mosaic/mpt-{}.toml", r.model);
+    let mut a = common::Shape {
+        model: &model,
+        system: if h100(r) { "dgx-h100" } else { "dgx-a100" },
+        gpus: r.gpus,
+        tp: 1,
+        pp: 1,
+        cp: 1,
+        seq_len: r.seq_len,
+        micro_batch: r.micro_batch,
+        global_batch: r.micro_batch * r.grad_accum * r.gpus,
+    }
+    .args();
+    a.extend(
+        [
+            "--fsdp",
+            "--optimizer",
+            "adam-fp32-grads",
+            "--recompute",
+            if r.activation_checkpointing {
+                "full"
+            } else {
+                "none"
+            },
+        ]
+        .map(String::from),
+    );
     if h100(r) {
         a.extend(["--attention-kernel", "fa2"].map(String::from));
     }

@@ -56,45 +56,39 @@ fn command(r: &Row) -> Vec<String> {
         "grand-teton" => "tests/data/torchtitan/grand-teton.toml",
         s => s,
     };
-    let n = |v: u32| v.to_string();
-    let mut a: Vec<String> = [
-        "--model",
-        &r.model,
-        "--system",
+    let mut a = common::Shape {
+        model: &r.model,
         system,
-        "--gpus",
-        &n(r.gpus),
-        "--tp",
-        &n(r.tp),
-        "--pp",
-        &n(r.pp),
-        "--cp",
-        &n(r.cp),
-        "--seq-len",
-        &n(r.seq_len),
-        "--micro-batch",
-        &n(r.micro_batch),
-        "--global-batch",
-        &n(r.global_batch),
-        "--precision",
-        &r.precision,
-        "--recompute",
-        &r.recompute,
-        "--fsdp",
-        "--optimizer",
-        "adam-fp32-grads",
-        "--attention-kernel",
-        "fa2",
-        "--tp-overlap",
-        if r.async_tp { "true" } else { "false" },
-    ]
-    .map(String::from)
-    .to_vec();
+        gpus: r.gpus,
+        tp: r.tp,
+        pp: r.pp,
+        cp: r.cp,
+        seq_len: r.seq_len,
+        micro_batch: r.micro_batch,
+        global_batch: r.global_batch,
+    }
+    .args();
+    a.extend(
+        [
+            "--precision",
+            &r.precision,
+            "--recompute",
+            &r.recompute,
+            "--fsdp",
+            "--optimizer",
+            "adam-fp32-grads",
+            "--attention-kernel",
+            "fa2",
+            "--tp-overlap",
+            if r.async_tp { "true" } else { "false" },
+        ]
+        .map(String::from),
+    );
     if r.precision == "fp8" {
         a.extend(["--fp8-recipe", "current"].map(String::from));
     }
     if r.vp > 1 {
-        a.extend(["--virtual-stages".to_string(), n(r.vp)]);
+        a.extend(["--virtual-stages".to_string(), r.vp.to_string()]);
     }
     // Trainy's command: `enable_fsdp_float8_all_gather` (FSDP gathers Float8 weights).
     if r.notes.contains("float8 all-gather") {

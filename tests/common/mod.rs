@@ -386,3 +386,38 @@ pub fn plan_shape(p: &Value) -> String {
     s.push_str(p["recompute"].as_str().unwrap_or(""));
     s
 }
+
+/// The plan shape a published row states, as `estimate` arguments: model and system (names
+/// or paths), GPUs, TP × PP × CP, sequence length, micro-batch and global batch (the
+/// validation harnesses add each framework's switches after it).
+pub struct Shape<'a> {
+    pub model: &'a str,
+    pub system: &'a str,
+    pub gpus: u32,
+    pub tp: u32,
+    pub pp: u32,
+    pub cp: u32,
+    pub seq_len: u32,
+    pub micro_batch: u32,
+    pub global_batch: u32,
+}
+
+impl Shape<'_> {
+    pub fn args(&self) -> Vec<String> {
+        let mut a: Vec<String> = ["--model", self.model, "--system", self.system]
+            .map(String::from)
+            .to_vec();
+        for (flag, v) in [
+            ("--gpus", self.gpus),
+            ("--tp", self.tp),
+            ("--pp", self.pp),
+            ("--cp", self.cp),
+            ("--seq-len", self.seq_len),
+            ("--micro-batch", self.micro_batch),
+            ("--global-batch", self.global_batch),
+        ] {
+            a.extend([flag.to_string(), v.to_string()]);
+        }
+        a
+    }
+}
