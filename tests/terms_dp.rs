@@ -396,21 +396,24 @@ fn expert_gradients_reduce_over_expert_dp() {
     }
     // With DP overlap each buffer goes in buckets of 8·10⁷ B (4·10⁷ parameters), each a
     // collective paying its latency: ⌈2D/8·10⁷⌉ over 8 and ⌈2R/8·10⁷⌉ over the 2.
-    let e = run(
-        &m,
-        &sys,
-        PlanSpec {
-            gpus: Some(8),
-            ep: 4,
-            etp: Some(1),
-            zero: 1,
-            dp_overlap: true,
-            micro_batch: 1,
-            global_batch: Some(8),
-            flash_attention: true,
-            ..PlanSpec::default()
-        },
-    );
+    let ep4_overlapped = |sys: &astrolabe::system::System| {
+        run(
+            &m,
+            sys,
+            PlanSpec {
+                gpus: Some(8),
+                ep: 4,
+                etp: Some(1),
+                zero: 1,
+                dp_overlap: true,
+                micro_batch: 1,
+                global_batch: Some(8),
+                flash_attention: true,
+                ..PlanSpec::default()
+            },
+        )
+    };
+    let e = ep4_overlapped(&sys);
     let routed = 48.0 * 32.0 * per_expert;
     let dense = e.memory.weights.get() / 2.0 - routed;
     let (kd, ke) = ((2.0 * dense / 8e7).ceil(), (2.0 * routed / 8e7).ceil());
@@ -422,21 +425,7 @@ fn expert_gradients_reduce_over_expert_dp() {
     // On a switch 100× faster every bucket but the last hides under the last backward and
     // the gathers under the first forward: exposed is the last bucket of the kd + ke the
     // two buffers send, R/(kd + ke) with R both buffers' reduce-scatters.
-    let e = run(
-        &m,
-        &system("switch(8, 10TB/s, 1us)"),
-        PlanSpec {
-            gpus: Some(8),
-            ep: 4,
-            etp: Some(1),
-            zero: 1,
-            dp_overlap: true,
-            micro_batch: 1,
-            global_batch: Some(8),
-            flash_attention: true,
-            ..PlanSpec::default()
-        },
-    );
+    let e = ep4_overlapped(&system("switch(8, 10TB/s, 1us)"));
     let reduce = kd * ring_half(2.0 * dense / kd, 8.0, 1e-6, 10e12)
         + ke * ring_half(2.0 * routed / ke, 2.0, 1e-6, 10e12);
     close(
