@@ -159,33 +159,35 @@ fn fsdp_gathers_each_layer_twice_per_micro_batch() {
     let (pl, po) = (layer_params(), V * H + S * H + 2.0 * H);
     let per_mb = L * 3.0 * x(2.0 * pl) + 3.0 * x(2.0 * po);
     close(dp_total(&e), 2.0 * per_mb, 1e-9, "FSDP gathers");
-    // With a bucket given (`--dp-bucket 100MB`) each layer's 2·P_l = 403 MB goes in
-    // k = ⌈2·P_l / 10⁸⌉ = 5 collectives of 2·P_l/5, each paying its latency; the 17.8 MB
-    // outside the layers in one.
-    let e = run(
-        &model(),
-        &system("switch(4, 100GB/s, 1us)"),
-        PlanSpec {
-            gpus: Some(4),
-            zero: 3,
-            zero3_impl: Some(Zero3Impl::Fsdp),
-            dp_overlap: true,
-            dp_bucket: Some(astrolabe::units::Bytes::new(1e8)),
-            micro_batch: 1,
-            global_batch: Some(8),
-            flash_attention: true,
-            ..PlanSpec::default()
-        },
-    );
-    let k = (2.0 * pl / 1e8).ceil();
-    assert_eq!(k, 5.0);
-    let per_mb = L * 3.0 * k * x(2.0 * pl / k) + 3.0 * x(2.0 * po);
-    close(
-        dp_total(&e),
-        2.0 * per_mb,
-        1e-9,
-        "FSDP gathers in 100 MB buckets",
-    );
+    // With a bucket given each layer's 2·P_l = 403 MB goes in k = ⌈2·P_l / bucket⌉
+    // collectives of 2·P_l/k, each paying its latency, and the 17.8 MB outside the layers
+    // in k_o = ⌈2·P_o / bucket⌉: 5 and 1 at 100 MB, 41 and 2 at 10 MB.
+    for (bucket, k, k_o) in [(1e8, 5.0, 1.0), (1e7, 41.0, 2.0)] {
+        let e = run(
+            &model(),
+            &system("switch(4, 100GB/s, 1us)"),
+            PlanSpec {
+                gpus: Some(4),
+                zero: 3,
+                zero3_impl: Some(Zero3Impl::Fsdp),
+                dp_overlap: true,
+                dp_bucket: Some(astrolabe::units::Bytes::new(bucket)),
+                micro_batch: 1,
+                global_batch: Some(8),
+                flash_attention: true,
+                ..PlanSpec::default()
+            },
+        );
+        assert_eq!((2.0 * pl / bucket).ceil(), k);
+        assert_eq!((2.0 * po / bucket).ceil(), k_o);
+        let per_mb = L * 3.0 * k * x(2.0 * pl / k) + 3.0 * k_o * x(2.0 * po / k_o);
+        close(
+            dp_total(&e),
+            2.0 * per_mb,
+            1e-9,
+            &format!("FSDP gathers in buckets of {bucket} B"),
+        );
+    }
 }
 
 #[test]
