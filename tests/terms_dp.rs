@@ -216,6 +216,14 @@ fn hsdp_shards_in_the_group_and_all_reduces_across_replicas() {
     let shard = 2.0 * (L * 3.0 * x(2.0 * pl) + 3.0 * x(2.0 * po));
     let replica = all_reduce(2.0 * params() / 4.0, 2.0, 2e-6, 50e9);
     close(dp_total(&e), shard + replica, 1e-9, "HSDP");
+    // Bytes per device: per micro-batch every parameter gathered twice and its gradient
+    // reduce-scattered, 2 B each (2·P·6), and the replica all-reduce's shard 2P/4 once.
+    close(
+        e.time.class(CommClass::Dp).bytes.get(),
+        2.0 * params() * 6.0 + 2.0 * params() / 4.0,
+        1e-12,
+        "HSDP bytes",
+    );
 }
 
 #[test]
