@@ -14,7 +14,7 @@
 //! 7 % of 1, 90 % of rows within 15 %), and on H100 the cost of scale (512 against 128 GPUs,
 //! each model within 5 % of the published ratio) and the direction of every row (the eager
 //! stack is slower than the model's, never faster). The H100 rows' level (the estimate
-//! 11–73 % faster, the gap growing with the sequence) is printed and explained in
+//! 7–73 % faster, the gap growing with the sequence) is printed and explained in
 //! docs/validation-modern.md ("MosaicML llm-foundry").
 
 mod common;
