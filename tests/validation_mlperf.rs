@@ -257,3 +257,48 @@ fn band_residuals_are_current() {
     assert_eq!(out.len(), 21);
     common::check_band_residuals("nvidia-mlperf", &out);
 }
+
+/// Issue 20 on held-out tuned runs: the default sweep (same model, system, GPUs, batch,
+/// sequence and precision; the plan's structure left to the default grid) against each
+/// submission's step time, published / best (printed with `--nocapture`): median in
+/// [0.95, 1.10] and at least 90 % of runs within [0.85, 1.20].
+#[test]
+fn default_sweep_best_vs_submitted() {
+    let mut ratios = Vec::new();
+    println!("| run | published | sweep best | published / best | best plan |");
+    println!("|---|---|---|---|---|");
+    for r in rows() {
+        // The sweep runs the framework's default DDP bucket (it takes no bucket setting).
+        let mut est = command(&r);
+        if let Some(i) = est.iter().position(|a| a == "--dp-bucket") {
+            est.drain(i..i + 2);
+        }
+        let args = common::sweep_args_of(&est);
+        let (t, plan) = common::default_sweep_best(&args).unwrap_or_else(|e| panic!("{e}"));
+        let ratio = r.step_time_s / t;
+        println!(
+            "| {} {} {}×{} | {:.4} s | {t:.4} s | {ratio:.3} | TP {} PP {} VP {} CP {} mb {} |",
+            r.system_dir,
+            r.benchmark,
+            r.num_gpus,
+            r.gpu,
+            r.step_time_s,
+            plan["tp"],
+            plan["pp"],
+            plan["virtual_stages"],
+            plan["cp"],
+            plan["micro_batch"]
+        );
+        ratios.push(ratio);
+    }
+    let (median, within) = common::sweep_ratio_stats(&ratios);
+    println!(
+        "{} runs: median {median:.3}, {:.1}% within [0.85, 1.20]",
+        ratios.len(),
+        100.0 * within
+    );
+    // Issue 20's bounds, on runs nothing was tuned on (the two 8B rows on 512 GPUs, whose
+    // estimate is itself 38-42 % fast, are the ones outside).
+    assert!((0.95..=1.10).contains(&median), "median {median}");
+    assert!(within >= 0.9, "within [0.85, 1.20]: {within}");
+}
