@@ -529,3 +529,39 @@ fn hybrid_tp_windows_pair_each_collective_with_its_gemm() {
     );
     std::fs::remove_dir_all(&dir).ok();
 }
+
+#[test]
+fn hybrid_moe_layers_hold_their_local_experts_split_over_etp() {
+    // Nemotron 3 Nano (23 MoE layers of 128 experts, each 2·h·f = 2·2688·1856 parameters;
+    // squared ReLU, not gated) on 8 GPUs at TP 2, ZeRO-1 (whole weights on each device): a
+    // device holds E/(ep·etp) of each MoE layer's experts and 1/t of the rest. Between EP 2
+    // ETP 1 (64 experts' worth) and EP 4 ETP 1 or EP 2 ETP 2 (32), its 16-bit weights differ
+    // by 23 · 32 · 2·2688·1856 parameters, 2 B each.
+    let weights = |ep: &str, etp: &str| {
+        let a: Vec<String> = [
+            "--model",
+            "nemotron-3-nano-30b-a3b",
+            "--system",
+            "dgx-b200",
+            "--gpus",
+            "8",
+            "--tp",
+            "2",
+            "--ep",
+            ep,
+            "--etp",
+            etp,
+            "--global-batch",
+            "8",
+            "--precision",
+            "bf16",
+        ]
+        .map(String::from)
+        .to_vec();
+        common::estimate_cli(&a).0.memory.weights.get()
+    };
+    let want = 23.0 * 32.0 * 2.0 * 2688.0 * 1856.0 * 2.0;
+    let base = weights("2", "1");
+    assert_relative_eq!(base - weights("4", "1"), want, max_relative = 1e-9);
+    assert_relative_eq!(base - weights("2", "2"), want, max_relative = 1e-9);
+}
