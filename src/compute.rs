@@ -179,9 +179,9 @@ pub struct EfficiencySpec {
     pub kernel_overhead: Seconds,
     /// Host (CPU) time of one eager framework operation with its launch: Python,
     /// PyTorch's dispatcher and autograd, `cudaLaunchKernel` (`estimate::transformer`'s
-    /// host module). Default 25 µs, fitted on the 58 Qwen3 MoE rows of Megatron-Bridge's
+    /// host module). Default 20 µs, fitted on the 58 Qwen3 MoE rows of Megatron-Bridge's
     /// 2025–2026 tables (least mean of the five systems' median |error|;
-    /// leave-one-system-out fits 20–25 µs; docs/modern-training.md);
+    /// leave-one-system-out fits 20–30 µs; docs/modern-training.md);
     /// an isolated `torch.nn.Linear` forward takes 13.5 µs on a DGX H100's Xeon 8480C
     /// (NVIDIA/TransformerEngine issue #2053), the floor of a training process's cost.
     #[serde(with = "serde_units::seconds", default = "default_host_op")]
@@ -195,7 +195,7 @@ pub struct EfficiencySpec {
 }
 
 fn default_host_op() -> Seconds {
-    Seconds::new(25e-6)
+    Seconds::new(20e-6)
 }
 
 fn default_overlap_slowdown() -> f64 {

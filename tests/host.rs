@@ -1,8 +1,10 @@
 //! Host launch time (`estimate::transformer` host module, `--cuda-graphs`): each eager
-//! operation costs the device's `host_op` (25 µs on the presets: fitted on Megatron-Bridge's
+//! operation costs the device's `host_op` (20 µs on the presets: fitted on Megatron-Bridge's
 //! MoE rows, docs/modern-training.md), a Transformer Engine GEMM call 2.7 of them
 //! (NVIDIA/TransformerEngine issue #2053); a layer whose host time exceeds its GPU time
-//! leaves the GPU idle for the difference, per pass.
+//! leaves the GPU idle for the difference, per pass; the forward of a dropless MoE layer
+//! also leaves it idle while its experts' launches outlast the dispatch and the experts'
+//! own GPU work (the token-count copy empties the GPU's queue before them).
 
 mod common;
 
@@ -78,20 +80,20 @@ fn host_idle(v: &Value) -> f64 {
 ///   pass: forward 177.8, backward 264.2.
 ///
 /// Forward 18.5 + 12 + 5 + 177.8 = 213.3; backward 23.9 + 13 + 0 + 264.2 = 301.1.
-/// At 25 µs: forward 5.3325 ms, backward 7.5275 ms.
+/// At 20 µs: forward 4.266 ms, backward 6.022 ms.
 #[test]
 fn eager_operations_by_hand() {
     let (host, _) = lines("none", "1");
     assert_relative_eq!(after(&host, "forward "), 213.3, max_relative = 1e-9);
     assert_relative_eq!(after(&host, "backward "), 301.1, max_relative = 1e-9);
     assert_relative_eq!(
-        common::micros(&host, "forward 213.3 ops × 25 us"),
-        5332.5,
+        common::micros(&host, "forward 213.3 ops × 20 us"),
+        4266.0,
         max_relative = 5e-4
     );
     assert_relative_eq!(
-        common::micros(&host, "backward 301.1 ops × 25 us"),
-        7527.5,
+        common::micros(&host, "backward 301.1 ops × 20 us"),
+        6022.0,
         max_relative = 5e-4
     );
 }
@@ -109,18 +111,22 @@ fn captured_scopes_cost_one_launch() {
     assert_eq!(host_idle(&common::json(&args("full", "1"))), 0.0);
 }
 
-/// The idle time is `max(0, T_host − T_GPU)` per pass, for each of the 48 layers and 8
-/// micro-batches, and it is what the iteration gains from a full-iteration graph: the
-/// host times by hand (above) against the GPU times the explain prints for the layer.
+/// The idle time per layer is, forward, `max(0, T_exp − (D + E), T_host − T_GPU)` and,
+/// backward, `max(0, T_host − T_GPU)`, for each of the 48 layers and 8 micro-batches, and it
+/// is what the iteration gains from a full-iteration graph: the host times by hand (above;
+/// `T_exp` the experts' operations), the GPU times from the explain (the layer total, the
+/// all-to-all per pass, whose half is the dispatch `D`, and the experts' GEMMs of `E`).
 #[test]
 fn idle_is_host_minus_gpu_per_pass() {
-    idle_matches(&args("none", "1"), (213.3, 301.1));
+    idle_matches(&args("none", "1"), (213.3, 301.1), 177.8, 8.0);
     // With TP 2 (sequence parallel, overlapped: exposed SP time and interference in the
     // GPU time) and CP 2 on the same 8 GPUs, EP 8 folded over TP × CP × DP: the same
     // 16 local experts and operations, 16/2 = 8 micro-batches.
     idle_matches(
         &tp_cp("--gpus 8 --tp 2 --ep 8 --global-batch 16"),
         (213.3, 301.1),
+        177.8,
+        8.0,
     );
     // CP 2 across the two nodes of 16 B200 (TP 8 fills a node): the ring's exchange is
     // partly exposed and joins the GPU time. EP 16: 8 local experts, experts
@@ -128,6 +134,8 @@ fn idle_is_host_minus_gpu_per_pass() {
     idle_matches(
         &tp_cp("--gpus 16 --tp 8 --ep 16 --global-batch 8"),
         (126.9, 171.5),
+        91.4,
+        8.0,
     );
 }
 
@@ -145,48 +153,97 @@ fn tp_cp(plan: &'static str) -> Vec<&'static str> {
     a
 }
 
-/// `host_idle_s` = 48 layers × 8 micro-batches × Σ_pass max(0, T_host − T_GPU), the host
-/// times by hand (`ops` operations forward and backward at 25 µs), the GPU times from the
-/// explain's layer total; and the iteration gains exactly that under a full-iteration
-/// graph. `a` ends with `--cuda-graphs none`.
-fn idle_matches(a: &[&str], ops: (f64, f64)) {
-    let mut x = a.to_vec();
-    x.push("--explain");
-    let text = common::text(&x);
-    let total = text
-        .lines()
-        .find(|l| l.contains("  layer total:"))
-        .unwrap()
-        .to_string();
-    let (gf, gb) = (
-        common::micros(&total, "forward") * 1e-6,
-        common::micros(&total, "backward") * 1e-6,
+/// The dispatch and the experts' GPU time `D + E` of the explain of `a`: half the EP
+/// all-to-all per pass, the MLP GEMMs' forwards, and the memory-bound time after the
+/// dispatch that the host line prints.
+fn dispatch_and_experts(text: &str) -> f64 {
+    let find = |needle: &str| {
+        text.lines()
+            .find(|l| l.contains(needle))
+            .unwrap_or_else(|| panic!("explain shows '{needle}'"))
+            .to_string()
+    };
+    // "EP all-to-all 324.2 us per pass": the value and unit before "per pass".
+    let a2a_line = find("EP all-to-all");
+    let a2a_clause = a2a_line.split("EP all-to-all").nth(1).unwrap();
+    let a2a = common::micros(
+        &format!(
+            "x = {}",
+            a2a_clause.split(" per pass").next().unwrap().trim()
+        ),
+        "x",
     );
-    let (cf, cb) = (ops.0 * 25e-6, ops.1 * 25e-6);
-    assert!(cb > gb, "host-bound backward: {cb} vs {gb}");
-    let per_layer = (cf - gf).max(0.0) + (cb - gb).max(0.0);
-    let eager = common::json(a);
-    assert_relative_eq!(
-        host_idle(&eager),
-        48.0 * 8.0 * per_layer,
-        max_relative = 1e-3
+    let gemm_in = common::micros(&find("GEMM MLP in:"), "→ fwd");
+    let gemm_out = common::micros(&find("GEMM MLP out:"), "→ fwd");
+    let mem = common::micros(
+        &find("  host, MoE forward"),
+        "memory-bound after the dispatch",
     );
+    (a2a / 2.0 + gemm_in + gemm_out + mem) * 1e-6
+}
+
+/// `host_idle_s` = 48 layers × `m` micro-batches × per-layer idle (forward
+/// `max(0, T_exp − (D + E), T_host − T_GPU)`, backward `max(0, T_host − T_GPU)`), the host
+/// times by hand (`ops` operations forward and backward, `experts` of them the experts'
+/// forward, at 20 µs), the GPU times from the explain; and the iteration gains exactly that
+/// under a full-iteration graph. `a` ends with `--cuda-graphs none`.
+fn idle_matches(a: &[&str], ops: (f64, f64), experts: f64, m: f64) {
+    let layer = |a: &[&str]| {
+        let mut x = a.to_vec();
+        x.push("--explain");
+        let text = common::text(&x);
+        let total = text
+            .lines()
+            .find(|l| l.contains("  layer total:"))
+            .unwrap()
+            .to_string();
+        let t = (
+            common::micros(&total, "forward") * 1e-6,
+            common::micros(&total, "backward") * 1e-6,
+        );
+        (text, t)
+    };
     let mut f = a.to_vec();
     *f.last_mut().unwrap() = "full";
+    // Under a full-iteration graph the layer total is the GPU's own time.
+    let (_, (gf, gb)) = layer(&f);
+    let (text, _) = layer(a);
+    let (cf, cb) = (ops.0 * 20e-6, ops.1 * 20e-6);
+    assert!(cb > gb, "host-bound backward: {cb} vs {gb}");
+    let x_exp = experts * 20e-6 - dispatch_and_experts(&text);
+    let per_layer = x_exp.max(cf - gf).max(0.0) + (cb - gb).max(0.0);
+    let eager = common::json(a);
+    assert_relative_eq!(host_idle(&eager), 48.0 * m * per_layer, max_relative = 1e-3);
     let full = common::json(&f);
     let t = |v: &Value| v["iteration_time_s"].as_f64().unwrap();
     assert_relative_eq!(t(&eager) - t(&full), host_idle(&eager), max_relative = 1e-6);
 }
 
 /// Eight sequences per micro-batch give the GPU 8× the work for the same host operations:
-/// no layer waits for the host. On a B300 (288 GB): with EP = DP the experts' optimizer
-/// states are not sharded and micro-batch 8 does not fit a B200, as NVIDIA's recipes run
-/// micro-batch 8 on B300 and 4 on B200.
+/// the layer's host time hides (forward 213.3 ops, backward 301.1 at 20 µs: 4.266 and
+/// 6.022 ms against the GPU's 7 and 12 ms), but the experts' launches, 177.8 operations =
+/// 3.556 ms, outlast the dispatch and the experts' own GPU time that they can hide behind:
+/// the forward waits `T_exp − (D + E)` per layer, 48 layers, one micro-batch (64 sequences
+/// on 8 GPUs). Captured experts (`--cuda-graphs moe`: one launch) or the EP overlap, which
+/// pairs the pass with another micro-batch's, leave nothing idle. On a B300 (288 GB): with
+/// EP = DP the experts' optimizer states are not sharded and micro-batch 8 does not fit a
+/// B200, as NVIDIA's recipes run micro-batch 8 on B300 and 4 on B200.
 #[test]
-fn large_micro_batches_hide_the_host() {
+fn large_micro_batches_hide_all_but_the_experts_launches() {
     let mut a = args("none", "8");
     a[4] = "dgx-b300";
-    assert_eq!(host_idle(&common::json(&a)), 0.0);
+    let mut x = a.clone();
+    x.push("--explain");
+    let text = common::text(&x);
+    let want = 48.0 * (177.8 * 20e-6 - dispatch_and_experts(&text));
+    assert!(want > 0.0);
+    assert_relative_eq!(host_idle(&common::json(&a)), want, max_relative = 1e-3);
+    let mut moe = a.clone();
+    *moe.last_mut().unwrap() = "moe";
+    assert_eq!(host_idle(&common::json(&moe)), 0.0);
+    let mut paired = a.clone();
+    paired.extend(["--ep-overlap", "true"]);
+    assert_eq!(host_idle(&common::json(&paired)), 0.0);
 }
 
 /// `--cuda-graphs` takes none, full or Megatron-core's scope names, and names the flag

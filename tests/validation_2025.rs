@@ -361,14 +361,14 @@ fn host_op_fit_is_current() {
     let all = best(&|_| true);
     assert_eq!(
         grid[all],
-        25e-6,
+        20e-6,
         "the fit moved: {:.1} µs (mean of the systems' median |error| {:.1}%); update host_op in compute.rs and the docs",
         grid[all] * 1e6,
         100.0 * balanced(all, &|_| true)
     );
-    println!("| held out | MoE rows | fit on the rest | held-out median |error| | at 25 µs |");
+    println!("| held out | MoE rows | fit on the rest | held-out median |error| | at 20 µs |");
     println!("|---|---|---|---|---|");
-    let at25 = grid.iter().position(|&t| t == 25e-6).unwrap();
+    let at_fit = grid.iter().position(|&t| t == 20e-6).unwrap();
     for &sys in &systems {
         let g = best(&|s| s != sys);
         let n = moe.iter().filter(|m| m.0 == sys).count();
@@ -376,10 +376,10 @@ fn host_op_fit_is_current() {
             "| {sys} | {n} | {:.1} µs | {:.1}% | {:.1}% |",
             grid[g] * 1e6,
             100.0 * median_where(g, &|s| s == sys),
-            100.0 * median_where(at25, &|s| s == sys)
+            100.0 * median_where(at_fit, &|s| s == sys)
         );
         assert!(
-            (20e-6..=30.5e-6).contains(&grid[g]),
+            (10e-6..=30.5e-6).contains(&grid[g]),
             "without {sys} the fit is {:.1} µs",
             grid[g] * 1e6
         );
@@ -467,9 +467,11 @@ fn every_row_with_a_precision_is_an_estimate_command() {
 fn groups_within_issue_19_bounds_stay_there() {
     let groups = errors_by_group(false);
     for g in [
+        "B200 MoE",
         "B200 dense",
         "GB200 MoE",
         "GB200 dense",
+        "GB300 MoE",
         "GB300 dense",
         "H100 dense",
     ] {

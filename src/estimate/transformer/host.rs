@@ -8,12 +8,14 @@
 //! GB200 NVL72*, Megatron-LM docs/discussions/deepseek-v3-gb200-optimization at
 //! eb0783b6d3, §2). A dropless MoE layer cannot run ahead at all: the number of tokens
 //! each expert receives is copied to the host before the experts run (a device-host
-//! synchronisation per layer, same document §3.1), so every MoE layer pays
-//! `max(T_GPU, T_host)`; dense layers on the same footing pay the same, since with
-//! identical layers the host runs ahead by at most what it saves per layer.
+//! synchronisation per layer, same document §3.1), so every MoE layer pays at least
+//! `max(T_GPU, T_host)`, and its forward more where the experts' launches, which follow the
+//! copy, outlast the GPU work they can hide behind ([`moe_forward_idle`]); dense layers pay
+//! `max(T_GPU, T_host)`, since with identical layers the host runs ahead by at most what it
+//! saves per layer.
 //!
 //! `T_host = t_op · n`, with `t_op` the device's `host_op` (one eager PyTorch operation with
-//! its launch in a training process: 25 µs on the presets, fitted on Megatron-Bridge's MoE
+//! its launch in a training process: 20 µs on the presets, fitted on Megatron-Bridge's MoE
 //! rows, docs/modern-training.md; an isolated `torch.nn.Linear` forward takes 13.5 µs on a
 //! DGX H100's Xeon 8480C, NVIDIA/TransformerEngine issue #2053) and `n` the layer's
 //! operations per pass counted below ([`ops`]), each Transformer Engine GEMM module call
@@ -148,5 +150,52 @@ pub(crate) fn layer_ops(c: &Ctx) -> Ops {
 /// GPU time a pass leaves idle waiting for a host time `host`: `max(0, T_host − T_GPU)`,
 /// `T_GPU` the pass's compute, exposed TP/SP, EP and CP and interference.
 pub(crate) fn idle(host: Seconds, p: &Pass) -> Seconds {
-    (host - (p.compute() + p.tp + p.ep + p.cp + p.slow)).max(Seconds::ZERO)
+    (host - gpu(p)).max(Seconds::ZERO)
+}
+
+fn gpu(p: &Pass) -> Seconds {
+    p.compute() + p.tp + p.ep + p.cp + p.slow
+}
+
+/// Host operations of one layer's routed experts in the forward (`moe` scope): its
+/// uncaptured operations, one graph launch when captured, none under a full-iteration graph
+/// or in a layer without routed experts.
+pub(crate) fn expert_ops_fwd(c: &Ctx) -> f64 {
+    let g = c.plan.cuda_graphs;
+    let o = ops(c, CudaGraphs::MOE).fwd;
+    if g == CudaGraphs::FULL || o == 0.0 {
+        0.0
+    } else if g.has(CudaGraphs::MOE) {
+        1.0
+    } else {
+        o
+    }
+}
+
+/// GPU time the forward of a dropless MoE layer leaves idle waiting for the host.
+///
+/// Before its experts run, the layer copies the tokens each expert receives to the host
+/// (Transformer Engine's `GroupedLinear` takes the split sizes as a host list; Megatron-LM's
+/// GB200 report §3.1): the host waits there until the GPU has run everything issued, so the
+/// GPU's queue is empty when the host goes on. It then issues the dispatch, the experts'
+/// GEMMs (`T_exp`, one call per local expert: the host-heavy part) and the combine, then the
+/// next layer's attention and router up to its own copy. Launch-queue order gives, with the
+/// GPU's dispatch `D` and experts `E` run as soon as they are issued, and `R` the rest of
+/// the layer's GPU work after them:
+///
+/// `T = max(D + E + R, T_exp + R, T_host)`, so the idle time is
+/// `max(0, T_exp − (D + E), T_host − T_GPU)`:
+///
+/// the experts' launches hide only behind the dispatch and the experts' own GPU time, not
+/// behind the attention that follows them, which cannot start before it is issued. With
+/// one segment (`T_exp` = 0) this is [`idle`].
+pub(crate) fn moe_forward_idle(
+    host: Seconds,
+    host_experts: Seconds,
+    before: Seconds,
+    p: &Pass,
+) -> Seconds {
+    (host_experts - before)
+        .max(host - gpu(p))
+        .max(Seconds::ZERO)
 }

@@ -693,20 +693,49 @@ pub(super) fn layer<T: Trace>(c: &Ctx, tr: &mut T) -> Result<(Block, TpWindows)>
     let ops = super::host::layer_ops(c);
     let t_op = c.dev.spec.efficiency.host_op;
     let (host_f, host_b) = (t_op * ops.fwd, t_op * ops.bwd);
+    // A dropless MoE layer's forward syncs with the host before its experts
+    // (`host::moe_forward_idle`); the EP overlap and DualPipe interleave two micro-batches'
+    // passes, so there the pass's host time stands as a whole.
+    let paired = c.plan.ep_overlap || c.plan.schedule == crate::parallel::Schedule::DualPipe;
+    let host_e = t_op * super::host::expert_ops_fwd(c);
+    let before = fwd.ep * 0.5 + parts.mlp_fwd;
+    let idle_f = if host_e > Seconds::ZERO && !paired {
+        super::host::moe_forward_idle(host_f, host_e, before, &fwd)
+    } else {
+        super::host::idle(host_f, &fwd)
+    };
     let fwd = Pass {
-        host: super::host::idle(host_f, &fwd),
+        host: idle_f,
         ..fwd
     };
     let bwd = Pass {
         host: super::host::idle(host_b, &bwd),
         ..bwd
     };
+    let segmented = host_e > Seconds::ZERO && !paired;
     tr.line(|| {
+        let rule = if segmented {
+            " (forward: below)"
+        } else {
+            " (T_host − T_GPU where positive)"
+        };
         format!(
-            "  host (CUDA graphs: {}): forward {:.1} ops × {t_op} = {host_f}, backward {:.1} ops × {t_op} = {host_b}, GPU idle (T_host − T_GPU where positive): forward {}, backward {}",
+            "  host (CUDA graphs: {}): forward {:.1} ops × {t_op} = {host_f}, backward {:.1} ops × {t_op} = {host_b}, GPU idle{rule}: forward {}, backward {}",
             c.plan.cuda_graphs, ops.fwd, ops.bwd, fwd.host, bwd.host
         )
     });
+    if segmented {
+        tr.line(|| {
+            let g = sum2(&lin.fwd, 2);
+            format!(
+                "  host, MoE forward after the token-count copy (the GPU's queue is empty): experts' launches T_exp = {:.1} ops × {t_op} = {host_e}, dispatch D = {}, experts' GEMMs {g}, memory-bound after the dispatch {}, D + E = {before}; GPU idle = max(0, T_exp − (D + E), T_host − T_GPU) = {}",
+                super::host::expert_ops_fwd(c),
+                fwd.ep * 0.5,
+                parts.mlp_fwd - g,
+                fwd.host
+            )
+        });
+    }
     let rec = match c.plan.recompute {
         Recompute::None => Pass::default(),
         Recompute::Full => fwd,
