@@ -197,6 +197,13 @@ fn lora_trains_only_the_adapters() {
     );
     assert!(lora.time.backward < full.time.backward);
     assert!(lora.memory.optimizer.get() < 1e-2 * full.memory.optimizer.get());
+    // Weights: the frozen base stays in 16 bits (2 B each, as in the full run) and the
+    // adapters add their own 16-bit copy: 2·trainable bytes more.
+    assert_relative_eq!(
+        lora.memory.weights.get() - full.memory.weights.get(),
+        2.0 * trainable,
+        max_relative = 1e-9
+    );
 }
 
 #[test]

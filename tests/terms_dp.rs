@@ -722,3 +722,78 @@ fn deepspeed_2021_gathers_weights_whole() {
         );
     }
 }
+
+/// ZeRO-3 keeps two layers gathered beside the shards (the layer computed and the one
+/// prefetched) and two layers' unsharded gradients: 2·P_l·(2 + 2) bytes in the buffers for
+/// bf16 weights and gradients, when it shards at all (DP × CP > 1). Term-test model on 4
+/// GPUs: DP 4 adds 8·P_l (the gathered layers are far under DeepSpeed's 10⁹-parameter and
+/// 5·10⁸ reduce-bucket limits, and FSDP's rule is the same); TP 4 (DP 1) adds nothing.
+#[test]
+fn zero3_keeps_two_layers_gathered() {
+    for imp in [Zero3Impl::Fsdp, Zero3Impl::Deepspeed2021] {
+        let buffers = |zero: u8, tp: u32| {
+            run(
+                &model(),
+                &system("switch(4, 100GB/s, 1us)"),
+                PlanSpec {
+                    gpus: Some(4),
+                    tp,
+                    zero,
+                    zero3_impl: Some(imp),
+                    micro_batch: 1,
+                    global_batch: Some(8),
+                    flash_attention: true,
+                    ..PlanSpec::default()
+                },
+            )
+            .memory
+            .buffers
+            .get()
+        };
+        close(
+            buffers(3, 1) - buffers(1, 1),
+            8.0 * layer_params(),
+            1e-9,
+            "ZeRO-3 over DP 4",
+        );
+        close(buffers(3, 4) - buffers(1, 4), 0.0, 1e-9, "ZeRO-3 at DP 1");
+    }
+}
+
+/// ZeRO-2 shards the gradients, so the bucket being filled and the one being
+/// reduce-scattered are unsharded buffers of their own: 2 × the bucket in the memory's
+/// buffers beside ZeRO-1's (whose buckets are views into the whole gradient buffer), when
+/// the gradients are sharded at all, over DP × CP > 1. Term-test model on 4 GPUs, 100 MB
+/// buckets: DP 4, and DP 1 with CP 2 × TP 2 (the gradients shard over the CP group), add
+/// 200 MB; TP 4 (DP × CP = 1) adds nothing.
+#[test]
+fn zero2_keeps_two_unsharded_buckets() {
+    let buffers = |zero: u8, tp: u32, cp: u32| {
+        run(
+            &model(),
+            &system("switch(4, 100GB/s, 1us)"),
+            PlanSpec {
+                gpus: Some(4),
+                tp,
+                cp,
+                zero,
+                dp_bucket: Some(astrolabe::units::Bytes::new(1e8)),
+                micro_batch: 1,
+                global_batch: Some(8),
+                flash_attention: true,
+                ..PlanSpec::default()
+            },
+        )
+        .memory
+        .buffers
+        .get()
+    };
+    for (tp, cp, extra) in [(1, 1, 2e8), (2, 2, 2e8), (4, 1, 0.0)] {
+        close(
+            buffers(2, tp, cp) - buffers(1, tp, cp),
+            extra,
+            1e-9,
+            &format!("ZeRO-2 buckets at TP {tp}, CP {cp}"),
+        );
+    }
+}

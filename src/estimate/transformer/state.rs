@@ -199,8 +199,11 @@ pub(super) fn stage_memory(c: &Ctx, params: f64, trainable: f64, plan: &Plan) ->
     let mut states = [0, 1, 2].map(|i| dense[i] + experts[i]);
     // DualPipe: `params` are both stages' ([`held`]); their optimizer state is shared.
     states[2] *= optimizer_share(plan);
-    // Frozen (LoRA) weights: 16-bit, not sharded.
-    states[0] += (params - trainable) * 2.0;
+    // LoRA: every base weight is frozen (16-bit, not sharded); the adapters (`trainable`)
+    // are parameters besides them, with their own states above.
+    if plan.lora_rank > 0 {
+        states[0] += params * 2.0;
+    }
     // Low-precision weight copies: of every parameter, or under ZeRO-3 of the device's
     // shard. Megatron-FSDP keeps its FP8 parameters sharded and gathers them in FP8
     // (`fp8_param_gather`); a gathered layer lives in the prefetch buffers. With
