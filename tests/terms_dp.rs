@@ -723,6 +723,25 @@ fn deepspeed_2021_gathers_weights_whole() {
     }
 }
 
+/// The memory's buffers of the term-test model on 4 GPUs of a switch with `spec` (GPUs,
+/// batch and flash attention set here).
+fn buffers_on_4(spec: PlanSpec) -> f64 {
+    run(
+        &model(),
+        &system("switch(4, 100GB/s, 1us)"),
+        PlanSpec {
+            gpus: Some(4),
+            micro_batch: 1,
+            global_batch: Some(8),
+            flash_attention: true,
+            ..spec
+        },
+    )
+    .memory
+    .buffers
+    .get()
+}
+
 /// ZeRO-3 keeps two layers gathered beside the shards (the layer computed and the one
 /// prefetched) and two layers' unsharded gradients: 2·P_l·(2 + 2) bytes in the buffers for
 /// bf16 weights and gradients, when it shards at all (DP × CP > 1). Term-test model on 4
@@ -732,23 +751,12 @@ fn deepspeed_2021_gathers_weights_whole() {
 fn zero3_keeps_two_layers_gathered() {
     for imp in [Zero3Impl::Fsdp, Zero3Impl::Deepspeed2021] {
         let buffers = |zero: u8, tp: u32| {
-            run(
-                &model(),
-                &system("switch(4, 100GB/s, 1us)"),
-                PlanSpec {
-                    gpus: Some(4),
-                    tp,
-                    zero,
-                    zero3_impl: Some(imp),
-                    micro_batch: 1,
-                    global_batch: Some(8),
-                    flash_attention: true,
-                    ..PlanSpec::default()
-                },
-            )
-            .memory
-            .buffers
-            .get()
+            buffers_on_4(PlanSpec {
+                tp,
+                zero,
+                zero3_impl: Some(imp),
+                ..PlanSpec::default()
+            })
         };
         close(
             buffers(3, 1) - buffers(1, 1),
@@ -769,24 +777,13 @@ fn zero3_keeps_two_layers_gathered() {
 #[test]
 fn zero2_keeps_two_unsharded_buckets() {
     let buffers = |zero: u8, tp: u32, cp: u32| {
-        run(
-            &model(),
-            &system("switch(4, 100GB/s, 1us)"),
-            PlanSpec {
-                gpus: Some(4),
-                tp,
-                cp,
-                zero,
-                dp_bucket: Some(astrolabe::units::Bytes::new(1e8)),
-                micro_batch: 1,
-                global_batch: Some(8),
-                flash_attention: true,
-                ..PlanSpec::default()
-            },
-        )
-        .memory
-        .buffers
-        .get()
+        buffers_on_4(PlanSpec {
+            tp,
+            cp,
+            zero,
+            dp_bucket: Some(astrolabe::units::Bytes::new(1e8)),
+            ..PlanSpec::default()
+        })
     };
     for (tp, cp, extra) in [(1, 1, 2e8), (2, 2, 2e8), (4, 1, 0.0)] {
         close(
