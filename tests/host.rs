@@ -109,6 +109,14 @@ fn captured_scopes_cost_one_launch() {
     let (full, _) = lines("full", "1");
     assert_eq!(after(&full, "forward "), 0.0);
     assert_eq!(host_idle(&common::json(&args("full", "1"))), 0.0);
+    // Nor does it launch the experts: no MoE forward segment (the eager run has one).
+    let explain = |g: &str| {
+        let mut a = args(g, "1");
+        a.push("--explain");
+        common::text(&a)
+    };
+    assert!(!explain("full").contains("host, MoE forward"));
+    assert!(explain("none").contains("host, MoE forward"));
 }
 
 /// The idle time per layer is, forward, `max(0, T_exp − (D + E), T_host − T_GPU)` and,

@@ -665,6 +665,22 @@ fn fsdp_under_pipeline_parallelism_gathers_once_per_step() {
         let buffers = (8.0 * pl + po) * 4.0 + 2.0 * S * H * 2.0;
         close(e.memory.buffers.get(), buffers, 1e-12, "resident stage");
     }
+    // With FP32 main gradients (4 B) the resident stage takes 2 + 4 B per parameter.
+    let e = run(
+        &model(),
+        &sys,
+        PlanSpec {
+            optimizer: astrolabe::parallel::Optimizer::AdamFp32Grads,
+            ..spec(8)
+        },
+    );
+    let buffers = (8.0 * pl + po) * 6.0 + 2.0 * S * H * 2.0;
+    close(
+        e.memory.buffers.get(),
+        buffers,
+        1e-12,
+        "resident stage, FP32 gradients",
+    );
 }
 
 /// DeepSpeed ZeRO-3 (2021) gathers a weight above the persistence threshold whole and
@@ -766,6 +782,23 @@ fn zero3_keeps_two_layers_gathered() {
         );
         close(buffers(3, 4) - buffers(1, 4), 0.0, 1e-9, "ZeRO-3 at DP 1");
     }
+    // DP 1 with CP 2 × TP 2: ZeRO-3 shards over the CP group, and the gathered layers are
+    // TP-sharded, 8·P_l/2.
+    let cp2 = |zero: u8| {
+        buffers_on_4(PlanSpec {
+            tp: 2,
+            cp: 2,
+            zero,
+            zero3_impl: Some(Zero3Impl::Fsdp),
+            ..PlanSpec::default()
+        })
+    };
+    close(
+        cp2(3) - cp2(1),
+        4.0 * layer_params(),
+        1e-9,
+        "ZeRO-3 over CP 2",
+    );
 }
 
 /// ZeRO-2 shards the gradients, so the bucket being filled and the one being
