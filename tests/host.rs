@@ -252,6 +252,8 @@ fn large_micro_batches_hide_all_but_the_experts_launches() {
     let mut paired = a.clone();
     paired.extend(["--ep-overlap", "true"]);
     assert_eq!(host_idle(&common::json(&paired)), 0.0);
+    paired.push("--explain");
+    assert!(!common::text(&paired).contains("host, MoE forward"));
 }
 
 /// `--cuda-graphs` takes none, full or Megatron-core's scope names, and names the flag

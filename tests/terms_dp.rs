@@ -827,3 +827,57 @@ fn zero2_keeps_two_unsharded_buckets() {
         );
     }
 }
+
+/// DeepSpeed ZeRO-3 (2021) keeps at most `stage3_max_live_parameters` = 10⁹ parameters
+/// gathered, or the largest weight matrix when it is larger (a parameter is gathered
+/// whole), plus one 5·10⁷ prefetch bucket, and one `reduce_bucket_size` = 5·10⁸ gradient
+/// bucket: `(max(10⁹, W_max) + 5·10⁷)·2 + 5·10⁸·2` bytes in the buffers when two layers
+/// hold more (DeepSpeed `zero/config.py`). Two term-test variants whose layers are far
+/// above that, ZeRO-3 against ZeRO-1 on 8 GPUs:
+/// - h = 32 768, 256 heads, FFN 4096, TP 2: the QKV matrix is the largest, h·3h/2 =
+///   1.61·10⁹ per device, so it sets the cap: (1 610 612 736 + 5·10⁷)·2 + 10⁹;
+/// - h = 16 384, 128 heads, FFN 65 536, TP 1: the MLP's input matrix, h·f = 1.07·10⁹:
+///   (1 073 741 824 + 5·10⁷)·2 + 10⁹.
+#[test]
+fn deepspeed_2021_keeps_a_billion_parameters_gathered() {
+    let block = "hidden = 4096\nheads = 32\nffn_hidden = 16384";
+    for (shape, tp, w_max) in [
+        (
+            "hidden = 32768\nheads = 256\nffn_hidden = 4096",
+            2,
+            32768.0 * 3.0 * 32768.0 / 2.0,
+        ),
+        (
+            "hidden = 16384\nheads = 128\nffn_hidden = 65536",
+            1,
+            16384.0 * 65536.0,
+        ),
+    ] {
+        let m = variant(block, shape, "");
+        let buffers = |zero: u8| {
+            run(
+                &m,
+                &system("switch(8, 100GB/s, 1us)"),
+                PlanSpec {
+                    gpus: Some(8),
+                    tp,
+                    zero,
+                    zero3_impl: Some(Zero3Impl::Deepspeed2021),
+                    micro_batch: 1,
+                    global_batch: Some(8),
+                    flash_attention: true,
+                    ..PlanSpec::default()
+                },
+            )
+            .memory
+            .buffers
+            .get()
+        };
+        close(
+            buffers(3) - buffers(1),
+            (w_max + 5e7) * 2.0 + 5e8 * 2.0,
+            1e-9,
+            &format!("DeepSpeed ZeRO-3 resident at TP {tp}"),
+        );
+    }
+}

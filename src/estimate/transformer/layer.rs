@@ -699,7 +699,8 @@ pub(super) fn layer<T: Trace>(c: &Ctx, tr: &mut T) -> Result<(Block, TpWindows)>
     let paired = c.plan.ep_overlap || c.plan.schedule == crate::parallel::Schedule::DualPipe;
     let host_e = t_op * super::host::expert_ops_fwd(c);
     let before = fwd.ep * 0.5 + parts.mlp_fwd;
-    let idle_f = if host_e > Seconds::ZERO && !paired {
+    let segmented = host_e > Seconds::ZERO && !paired;
+    let idle_f = if segmented {
         super::host::moe_forward_idle(host_f, host_e, before, &fwd)
     } else {
         super::host::idle(host_f, &fwd)
@@ -712,7 +713,6 @@ pub(super) fn layer<T: Trace>(c: &Ctx, tr: &mut T) -> Result<(Block, TpWindows)>
         host: super::host::idle(host_b, &bwd),
         ..bwd
     };
-    let segmented = host_e > Seconds::ZERO && !paired;
     tr.line(|| {
         let rule = if segmented {
             " (forward: below)"
