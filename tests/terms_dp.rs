@@ -876,7 +876,7 @@ fn deepspeed_2021_keeps_a_billion_parameters_gathered() {
         close(
             buffers(3) - buffers(1),
             (w_max + 5e7) * 2.0 + 5e8 * 2.0,
-            1e-9,
+            1e-12,
             &format!("DeepSpeed ZeRO-3 resident at TP {tp}"),
         );
     }
