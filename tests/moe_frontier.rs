@@ -1103,3 +1103,46 @@ fn sweep_takes_the_recompute_modules() {
         );
     }
 }
+
+/// DeepSeek-V3's first three layers are dense (`first_k_dense_replace = 3`, with a gated MLP
+/// of `intermediate_size` 18 432, against the experts' 2 048; its Hugging Face config), and
+/// they are timed as such: the explain's second layer block multiplies M = s = 4096 tokens
+/// by the dense MLP's whole width, N = 2·18 432 = 36 864 in and K = 18 432 out, one GEMM
+/// each, where the MoE block runs 8 local experts of N = 2·2048 (EP 32 of 256 experts).
+#[test]
+fn leading_dense_layers_are_timed_as_dense() {
+    // The plan does not fit an H800 (exit 3); its explain is printed all the same.
+    let out = common::bin()
+        .args([
+            "estimate",
+            "--model",
+            "deepseek-v3",
+            "--system",
+            "dgx-h800",
+            "--gpus",
+            "256",
+            "--pp",
+            "8",
+            "--ep",
+            "32",
+            "--global-batch",
+            "256",
+            "--precision",
+            "fp8",
+            "--flash-attention",
+            "--explain",
+        ])
+        .output()
+        .unwrap();
+    assert!(matches!(out.status.code(), Some(0 | 3)));
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("GEMM MLP in: M=4096 N=4096 K=7168 ×8 experts"));
+    assert!(text.contains("GEMM MLP in: M=4096 N=36864 K=7168 ×1:"));
+    assert!(text.contains("GEMM MLP out: M=4096 N=7168 K=18432 ×1:"));
+    let totals: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains("layer total:"))
+        .collect();
+    assert_eq!(totals.len(), 2);
+    assert_ne!(totals[0], totals[1]);
+}
