@@ -220,7 +220,7 @@ fn embedding_and_head_are_their_own_terms() {
 /// 2 (the slowest stage runs 6 layers), with TP 2 or CP 2 across a slow 20 GB/s link (21 %
 /// and 20 % of the stage exposed, 2 % interference): as in
 /// [`uneven_stages_bubble_is_the_other_stages_time`], `Σ_i T_i − max_i T_i` = 10 layers
-/// + E + H = 10/6 of the slowest stage's time `T` + E + H, and `m·T` is the iteration less
+/// and E + H, that is 10/6 of the slowest stage's time `T` and E + H; `m·T` is the iteration less
 /// the bubble, the optimizer and the exposed PP and DP time. E + H is 0.8 % of the bubble
 /// under CP (tolerance 1 %) and 2.3 % under TP 2, whose vocabulary-parallel embedding
 /// all-reduces its output over the slow link (tolerance 3 %).
