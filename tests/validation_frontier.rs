@@ -1,0 +1,195 @@
+//! Validation on model families the 2025 set does not hold: DeepSeek-V3, gpt-oss-120b and
+//! Kimi K2 as NVIDIA's Megatron-Bridge performance summaries publish them (containers 26.06,
+//! 26.06.01 and 26.08; tests/data/modern/frontier-runs.csv, every row naming its source file
+//! and commit). Nothing here was used to set a constant: the rows were added after the
+//! model's constants were fixed, as a check of what generalises (issue 19's held-out aim:
+//! ≥ 90 % expressible, median ≤ 8 %, 90th percentile ≤ 20 %).
+//!
+//! Each row becomes an `astrolabe estimate` command by one rule: the row's model, GPU type,
+//! GPUs, TP, PP, CP, EP, virtual stages, micro-batch, global batch, sequence length and
+//! precision, plus what the recipes of those containers set and the table omits
+//! (src/megatron/bridge/perf_recipes/{deepseek,gpt_oss,kimi}/*/ at aad7d9ce2, June 2026,
+//! unchanged for these plans up to 067f987df0 but for environment variables):
+//! - every recipe dispatches with HybridEP (`moe_flex_dispatcher_backend = "hybridep"`) and
+//!   expert TP 1, and runs Transformer Engine's fused cross-entropy (`_benchmark_common`);
+//! - the MXFP8 recipes gather their weights in MXFP8 (`bf16_with_mxfp8_mixed`:
+//!   `fp8_param_gather`), except Kimi K2's, which turns it off;
+//! - DeepSeek-V3 and gpt-oss on GB200/GB300 capture the full iteration and overlap the EP
+//!   all-to-alls (`_enable_deepseek_full_iteration_mxfp8`,
+//!   `_apply_gpt_oss_120b_full_iter_fp8mx_configs`); on B300 they capture `attn`,
+//!   `moe_router` and `moe_preprocess` without the overlap (`_enable_deepseek_transformer_engine_graph`
+//!   and gpt_oss/b300); Kimi K2 captures nothing;
+//! - DeepSeek-V3 recomputes `mla_up_proj` but on GB300, Kimi K2 `mla_up_proj`; DeepSeek-V3
+//!   runs Megatron-core's precision-aware optimizer with BF16 moments
+//!   (recipes/deepseek: `exp_avg_dtype = exp_avg_sq_dtype = bfloat16`);
+//! - DeepSeek-V3's pipeline layout (`_get_deepseek_v3_pipeline_layout`): on 8 stages the
+//!   first holds the embedding and 8 layers, the last 5 layers, the MTP layer and the loss.
+//!
+//! Kimi K2's row trained with the Muon optimizer (the table's note), which the model does
+//! not have; it runs with Adam here and is printed apart from the bounded rows.
+
+mod common;
+use serde::Deserialize;
+
+#[derive(Debug, Deserialize)]
+struct Run {
+    gpu: String,
+    num_gpus: u32,
+    model: String,
+    seq_len: u32,
+    tp: u32,
+    pp: u32,
+    cp: u32,
+    vp: Option<u32>,
+    ep: u32,
+    micro_batch: u32,
+    global_batch: u32,
+    precision: String,
+    step_time_s: f64,
+    notes: String,
+}
+
+fn runs() -> Vec<Run> {
+    csv::Reader::from_path("tests/data/modern/frontier-runs.csv")
+        .expect("tests/data/modern/frontier-runs.csv")
+        .deserialize()
+        .map(|r| r.expect("a run row"))
+        .collect()
+}
+
+/// The estimate command of a row (arguments after `estimate`).
+fn command(r: &Run) -> Vec<String> {
+    let model = match r.model.as_str() {
+        "DeepSeekV3" => "deepseek-v3",
+        "GPT OSS 120B" => "gpt-oss-120b",
+        "Kimi_K2" => "kimi-k2",
+        m => panic!("no model preset for {m}"),
+    };
+    let system = match r.gpu.as_str() {
+        "B300" => "dgx-b300",
+        "GB200" => "gb200-nvl72",
+        "GB300" => "gb300-nvl72",
+        g => panic!("no system preset for {g}"),
+    };
+    assert_eq!(r.precision, "MXFP8", "the rule covers the MXFP8 recipes");
+    let rack = r.gpu.starts_with("GB");
+    let mut a: Vec<String> = Vec::new();
+    let mut flag = |k: &str, v: String| {
+        a.push(format!("--{k}"));
+        a.push(v);
+    };
+    flag("model", model.into());
+    flag("system", system.into());
+    flag("gpus", r.num_gpus.to_string());
+    flag("tp", r.tp.to_string());
+    flag("pp", r.pp.to_string());
+    flag("cp", r.cp.to_string());
+    flag("ep", r.ep.to_string());
+    flag("etp", "1".into());
+    flag("seq-len", r.seq_len.to_string());
+    flag("micro-batch", r.micro_batch.to_string());
+    flag("global-batch", r.global_batch.to_string());
+    flag("precision", "mxfp8".into());
+    flag("ep-dispatch", "hierarchical".into());
+    flag("cross-entropy", "te".into());
+    if let Some(v) = r.vp.filter(|&v| v > 1) {
+        flag("virtual-stages", v.to_string());
+    }
+    let kimi = model == "kimi-k2";
+    let graphs = match (kimi, rack) {
+        (true, _) => "none",
+        (false, true) => "full",
+        (false, false) => "attn,moe_router,moe_preprocess",
+    };
+    flag("cuda-graphs", graphs.into());
+    if graphs == "full" {
+        flag("ep-overlap", "true".into());
+    }
+    let mla_up = kimi || (model == "deepseek-v3" && r.gpu != "GB300");
+    if mla_up {
+        flag("recompute-modules", "mla_up_proj".into());
+    }
+    if model == "deepseek-v3" {
+        flag("optimizer", "adam-bf16-moments".into());
+        if r.pp == 8 && r.vp.is_none() {
+            flag("first-stage-layers", "8".into());
+            flag("last-stage-layers", "5".into());
+        }
+    }
+    if !kimi {
+        a.push("--fp8-params".into());
+    }
+    a.push("--flash-attention".into());
+    a
+}
+
+/// Rows the bound covers: not Kimi K2 (Muon), not the container the table flags for a
+/// known regression (gpt-oss in 26.06.01, cudnn-frontend issue 256).
+fn bounded(r: &Run) -> bool {
+    !r.notes.contains("Muon") && !r.notes.contains("known regression")
+}
+
+/// The estimate of a row through the command line: (iteration time, its 80 % band), s.
+fn estimate(r: &Run) -> (f64, [f64; 2]) {
+    let mut args = vec!["estimate".to_string()];
+    args.extend(command(r));
+    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+    let v = common::json(&refs);
+    let b = &v["band"];
+    let num = |x: &serde_json::Value| x.as_f64().expect("a number");
+    (
+        num(&v["iteration_time_s"]),
+        [num(&b["low_s"]), num(&b["high_s"])],
+    )
+}
+
+/// Every row is an estimate command that evaluates; the errors, and whether each measured
+/// time falls inside the estimate's 80 % band (whose residuals hold none of these rows),
+/// are printed (`--nocapture`; docs/validation-modern.md, "Other model families"). The
+/// bounds asserted are today's, so that a change which moves these held-out rows away
+/// from their measurements fails here; issue 19's aim (median ≤ 8 %, 90th percentile
+/// ≤ 20 %) is not met yet.
+#[test]
+fn frontier_rows_as_published() {
+    let rows = runs();
+    assert_eq!(rows.len(), 16);
+    let (mut errs, mut inside) = (Vec::new(), 0);
+    println!("| model | system | GPUs | plan | measured | estimate | error | in 80 % band |");
+    println!("|---|---|---|---|---|---|---|---|");
+    for r in &rows {
+        let (t, [lo, hi]) = estimate(r);
+        let e = t / r.step_time_s - 1.0;
+        let within = (lo..=hi).contains(&r.step_time_s);
+        println!(
+            "| {} | {} | {} | PP {} VP {} EP {} mb {} gb {} | {:.3} s | {t:.3} s | {:+.1}%{} | {} |",
+            r.model,
+            r.gpu,
+            r.num_gpus,
+            r.pp,
+            r.vp.unwrap_or(1),
+            r.ep,
+            r.micro_batch,
+            r.global_batch,
+            r.step_time_s,
+            100.0 * e,
+            if bounded(r) { "" } else { " (not bounded)" },
+            if within { "yes" } else { "no" }
+        );
+        if bounded(r) {
+            errs.push(e.abs());
+            inside += usize::from(within);
+        }
+    }
+    errs.sort_by(f64::total_cmp);
+    let median = common::median(&errs);
+    let p90 = errs[(0.9 * errs.len() as f64).ceil() as usize - 1];
+    println!(
+        "{} bounded rows: median |error| {:.1}%, 90th percentile {:.1}%, {inside} inside their band",
+        errs.len(),
+        100.0 * median,
+        100.0 * p90
+    );
+    assert_eq!(errs.len(), 13);
+    assert!(median <= 0.17 && p90 <= 0.27, "{median} {p90}");
+    assert!(errs.last().is_some_and(|&m| m <= 0.37), "{errs:?}");
+}
