@@ -4,7 +4,8 @@
 //! runs, `r = ln(measured / estimated)`, kept in `presets/bands/*.csv` (one file per public
 //! set: NVIDIA's NeMo and Megatron-LM tables in `runs.csv`, Megatron-Bridge's 2025–2026
 //! tables in `runs-2025.csv`, AMD Instinct and NVIDIA MLPerf Training results in
-//! `amd-mlperf.csv` and `nvidia-mlperf.csv`; the
+//! `amd-mlperf.csv` and `nvidia-mlperf.csv`, and Megatron-Bridge's DeepSeek-V3 and gpt-oss-120b
+//! rows, other model families than the 2025 set's Llama 3 and Qwen3, in `frontier.csv`; the
 //! validation harnesses write them and check them, so they always belong to this model). A run's group is its device generation × dense/MoE ×
 //! precision class × scale; when that group has fewer than [`MIN_RUNS`] runs the band backs
 //! off to coarser groups (dropping scale, then precision, then generation, then the kind)
@@ -130,7 +131,7 @@ impl Residual {
 }
 
 /// The residual sets shipped with the binary.
-pub const SETS: [(&str, &str); 4] = [
+pub const SETS: [(&str, &str); 5] = [
     (
         "runs",
         include_str!(concat!(
@@ -157,6 +158,13 @@ pub const SETS: [(&str, &str); 4] = [
         include_str!(concat!(
             env!("CARGO_MANIFEST_DIR"),
             "/presets/bands/nvidia-mlperf.csv"
+        )),
+    ),
+    (
+        "frontier",
+        include_str!(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/presets/bands/frontier.csv"
         )),
     ),
 ];
@@ -343,6 +351,7 @@ mod tests {
             ("runs-2025", 144),
             ("amd-mlperf", 19),
             ("nvidia-mlperf", 21),
+            ("frontier", 13),
         ];
         for ((name, text), (want, n)) in SETS.iter().zip(expected) {
             assert_eq!(*name, want);
