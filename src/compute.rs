@@ -172,6 +172,13 @@ pub struct EfficiencySpec {
     /// FlashAttention-2's half-saturation sequence length, as `flash_n0`; unset: `flash_n0`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fa2_n0: Option<u32>,
+    /// Exponentials per second of the special-function units (written as a rate, e.g.
+    /// "3.9 TFLOP/s": the FlashAttention-3 paper quotes H100 SXM5's as "3.9 TFLOPS of
+    /// special functions", against 989 of BF16 matrix math). Fused attention spends one per
+    /// score, whatever the head size, so heads narrower than 128 run below the measured
+    /// rate ([`Device::head_size_factors`]). Unset: no head-size correction.
+    #[serde(default, with = "opt_rate", skip_serializing_if = "Option::is_none")]
+    pub exp_rate: Option<FlopRate>,
     /// Fraction of HBM bandwidth an elementwise kernel sustains (STREAM-like).
     pub memory: f64,
     /// Fixed cost of one kernel launch and tail.
@@ -305,6 +312,14 @@ impl Device {
                 format!("must be a positive ratio, got {r}"),
             ));
         }
+        if let Some(x) = e.exp_rate
+            && !(x.get() > 0.0 && x.get().is_finite())
+        {
+            return Err(Error::input(
+                format!("{what}: efficiency.exp_rate"),
+                format!("must be a positive rate, got {}", x.get()),
+            ));
+        }
         if !(0.0..=1.0).contains(&e.overlap_slowdown) {
             return Err(Error::input(
                 format!("{what}: efficiency.overlap_slowdown"),
@@ -406,6 +421,41 @@ impl Device {
                 )),
             },
         }
+    }
+
+    /// Factors on the fused-attention time of heads narrower than 128, `(forward,
+    /// backward)`, for kernel rates `(e_fwd, e_bwd)` measured at head size 128 against
+    /// `peak`, and a mean head size `d̄ = (d_qk + d_v)/2`.
+    ///
+    /// A fused kernel spends, per score, `2·(d_qk + d_v)` FLOPs in its two GEMMs (2.5× that
+    /// backward) and one exponential (backward: one, recomputing the probabilities), in
+    /// series on different units (Shah et al. 2024, FlashAttention-3, §3.1: H100's 3.9
+    /// TFLOPS of special functions against 989 of matrix math, so the exponentials take
+    /// half the GEMMs' cycles at head size 128). With `τ = 512/(peak·e)` the measured time
+    /// per score at head size 128 (`1280/(peak·e_bwd)` backward) and `τ_x = 1/exp_rate`,
+    /// the GEMMs take `τ − τ_x`; at `d̄` they take `(τ − τ_x)·d̄/128` and the exponential
+    /// still `τ_x`, so the time per FLOP rises by
+    /// `r = ((τ − τ_x)·d̄/128 + τ_x) / (τ·d̄/128)`.
+    /// Checked against the same paper's Fig. 5 (H100, forward, 16K tokens): head size 64
+    /// runs at 0.69 (cuDNN), 0.88 (FlashAttention-2) and 0.77 (FlashAttention-3) of head
+    /// size 128's TFLOP/s, where `1/r` gives 0.77, 0.84 and 0.76 from each kernel's own
+    /// rate (tests/fused_attention.rs). Wider heads keep the measured rate (`r = 1`): the
+    /// same figure has cuDNN at head size 256 at 0.97 of 128 and FlashAttention-2 at 0.88,
+    /// register-bound, where the series model would promise 1.2. Without `exp_rate`, 1.
+    pub fn head_size_factors(&self, rates: (f64, f64), peak: FlopRate, d_mean: f64) -> (f64, f64) {
+        let Some(x) = self.spec.efficiency.exp_rate else {
+            return (1.0, 1.0);
+        };
+        if d_mean >= 128.0 {
+            return (1.0, 1.0);
+        }
+        let tx = 1.0 / x.get();
+        let w = d_mean / 128.0;
+        let r = |flop: f64, e: f64| {
+            let tau = flop / (peak.get() * e);
+            ((tau - tx).max(0.0) * w + tx) / (tau * w)
+        };
+        (r(512.0, rates.0), r(1280.0, rates.1))
     }
 
     /// Dense matrix peak in `p`, or an error naming the precisions the device has.

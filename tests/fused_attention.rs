@@ -32,6 +32,9 @@ fn fused(extra: &[&str]) -> (f64, f64) {
 #[test]
 fn fused_attention_times_by_hand_on_h100() {
     let (fwd, bwd) = fused(&[]);
+    // Head size 128: no head-size factor, none printed.
+    let line = h100_tp8_explain_line("llama2-7b", &[], "attention (fused)");
+    assert!(!line.contains("head size"), "{line}");
     assert!((fwd / 33.05 - 1.0).abs() < 2e-3, "forward {fwd} µs");
     assert!((bwd / 89.95 - 1.0).abs() < 2e-3, "backward {bwd} µs");
 }
@@ -98,4 +101,68 @@ fn flash_attention_2_needs_rates_and_fused_attention() {
         .concat(),
         "--attention-kernel",
     );
+}
+
+/// Heads narrower than 128 pay for their exponentials (`Device::head_size_factors`), by
+/// hand on H100 (3.9e12 exponentials/s: τ_x = 0.256410 ns per score) for the
+/// FlashAttention-3 paper's three kernels at 16K tokens, head size 128 (Shah et al. 2024,
+/// Fig. 5, forward, non-causal): cuDNN 595, FlashAttention-2 370 and FlashAttention-3 648
+/// TFLOP/s, i.e. τ = 512/rate per score = 0.860504, 1.383784 and 0.790123 ns. At head size
+/// 64 the GEMMs take half of `τ − τ_x`: r = ((τ − τ_x)/2 + τ_x)/(τ/2) = 1.297977,
+/// 1.185296 and 1.324519, so 1/r = 0.7704, 0.8437 and 0.7550 of the 128 rate, where the
+/// same figure measured 413/595 = 0.694, 324/370 = 0.876 and 497/648 = 0.767 (within 0.08).
+#[test]
+fn narrow_heads_pay_for_their_exponentials() {
+    let dev = astrolabe::catalog::device("h100-sxm").unwrap();
+    let peak = astrolabe::units::FlopRate::new(989e12);
+    for (rate, hand, measured) in [
+        (595e12, 1.297977, 413.0 / 595.0),
+        (370e12, 1.185296, 324.0 / 370.0),
+        (648e12, 1.324519, 497.0 / 648.0),
+    ] {
+        let e = rate / 989e12;
+        let (rf, rb) = dev.head_size_factors((e, e), peak, 64.0);
+        assert!(
+            (rf / hand - 1.0).abs() < 1e-6,
+            "{rate}: r = {rf}, hand {hand}"
+        );
+        assert!(
+            (1.0 / rf - measured).abs() < 0.08,
+            "{rate}: {} vs {measured}",
+            1.0 / rf
+        );
+        // Backward: 2.5× the FLOPs per score at the same rate, one exponential per score.
+        let tau = 1280.0 / rate;
+        let tx = 1.0 / 3.9e12;
+        let hand_b = ((tau - tx) / 2.0 + tx) / (tau / 2.0);
+        assert!((rb / hand_b - 1.0).abs() < 1e-12, "{rb} vs {hand_b}");
+    }
+}
+
+/// Head size 128 and wider keep the measured rate (cuDNN's head size 256 runs at 0.97 of
+/// 128 in the same figure), and a device without `exp_rate` has no correction.
+#[test]
+fn head_size_128_and_wider_and_devices_without_exp_rate_keep_the_rate() {
+    let peak = astrolabe::units::FlopRate::new(989e12);
+    let h100 = astrolabe::catalog::device("h100-sxm").unwrap();
+    assert_eq!(h100.head_size_factors((0.71, 0.6), peak, 128.0), (1.0, 1.0));
+    assert_eq!(h100.head_size_factors((0.71, 0.6), peak, 192.0), (1.0, 1.0));
+    assert!(h100.head_size_factors((0.71, 0.6), peak, 127.0).0 > 1.0);
+    let mi300x = astrolabe::catalog::device("mi300x").unwrap();
+    assert_eq!(mi300x.spec.efficiency.exp_rate, None);
+    assert_eq!(
+        mi300x.head_size_factors((0.35, 0.33), peak, 64.0),
+        (1.0, 1.0)
+    );
+}
+
+/// A device file with a non-positive `exp_rate` is refused with the key named.
+#[test]
+fn exp_rate_must_be_positive() {
+    let mut spec = astrolabe::catalog::device("h100-sxm").unwrap().spec;
+    spec.efficiency.exp_rate = Some(astrolabe::units::FlopRate::new(0.0));
+    let err = astrolabe::compute::Device::from_spec(spec)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("efficiency.exp_rate"), "{err}");
 }

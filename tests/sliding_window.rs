@@ -6,18 +6,25 @@
 //! gpt-oss-120b: 64 query heads of 64 (8 per rank at TP 8), every other layer a causal
 //! window of w = 128, starting with a windowed one (18 of 36 layers).
 //!
-//! - Full layer (as tests/fused_attention.rs): F = 2·8·4096·4096·128·½ = 2^34 FLOP,
-//!   n/(n + n0) = 4096/4864 = 0.842105; forward 2^34/(989e12 · 0.71 · 0.842105) = 29.0535 µs,
-//!   plus 4 µs of launch: 33.0535 µs; backward 2.5·2^34/(989e12 · 0.60 · 0.842105) =
-//!   85.9500 µs, plus 4 µs: 89.9500 µs.
+//! - Head size 64 < 128: the exponential per score does not shrink with the head
+//!   (`Device::head_size_factors`; H100's 3.9e12 exponentials/s, τ_x = 0.256410 ns). At
+//!   head size 128 a score takes τ = 512/(989e12 · 0.71) = 0.729150 ns forward, of which
+//!   the GEMMs 0.472740; at 64 they take half: r_f = (0.236370 + 0.256410)/0.364575 =
+//!   1.351658. Backward τ = 1280/(989e12 · 0.60) = 2.157061 ns: r_b = (0.950325 +
+//!   0.256410)/1.078530 = 1.118870.
+//! - Full layer (as tests/fused_attention.rs, times r): F = 2·8·4096·4096·128·½ = 2^34
+//!   FLOP, n/(n + n0) = 4096/4864 = 0.842105; forward 2^34/(989e12 · 0.71 · 0.842105) =
+//!   29.0535 µs, × r_f = 39.2704 µs, plus 4 µs of launch: 43.2704 µs; backward
+//!   2.5·2^34/(989e12 · 0.60 · 0.842105) = 85.9500 µs, × r_b = 96.1669 µs, plus 4 µs:
+//!   100.1669 µs.
 //! - Windowed layer: pairs 128·4096 − 128·127/2 = 516 160 per head, against 4096²/2 =
 //!   8 388 608 for the full layer: ratio r = 0.0615311; F = r·2^34 = 1 057 095 680 FLOP;
 //!   the kernel's loop is 128 keys long, n/(n + n0) = 128/896 = 0.142857; forward
-//!   F/(989e12 · 0.71 · 0.142857) = 10.5380 µs + 4 µs = 14.5380 µs (= 29.0535 · r ·
-//!   0.842105/0.142857); backward 2.5·F/(989e12 · 0.60 · 0.142857) = 31.1749 µs + 4 µs =
-//!   35.1749 µs.
-//! - Per layer, half and half: forward (14.5380 + 33.0535)/2 = 23.7958 µs, backward
-//!   (35.1749 + 89.9500)/2 = 62.5624 µs.
+//!   F/(989e12 · 0.71 · 0.142857) = 10.5380 µs (= 29.0535 · r · 0.842105/0.142857), × r_f
+//!   + 4 µs = 18.2438 µs; backward 2.5·F/(989e12 · 0.60 · 0.142857) = 31.1749 µs, × r_b
+//!   + 4 µs = 38.8807 µs.
+//! - Per layer, half and half: forward (18.2438 + 43.2704)/2 = 30.7571 µs, backward
+//!   (38.8807 + 100.1669)/2 = 69.5238 µs.
 //! - Model FLOPs: a windowed layer's core counts its band of 128 keys per query instead of
 //!   4096: 18 layers · 2·(4096 − 128)·64·(64 + 64) = 1 170 210 816 FLOP per token fewer
 //!   forward.
@@ -92,13 +99,20 @@ fn causal_window_pairs_by_hand() {
 #[test]
 fn gpt_oss_windowed_layers_by_hand_on_h100() {
     let text = explain("gpt-oss-120b");
-    times(&text, "attention (fused):", (33.0535, 89.9500));
+    times(&text, "attention (fused):", (43.2704, 100.1669));
     times(
         &text,
         "attention (fused, window of 128)",
-        (14.5380, 35.1749),
+        (18.2438, 38.8807),
     );
-    times(&text, "attention per layer", (23.7958, 62.5624));
+    times(&text, "attention per layer", (30.7571, 69.5238));
+    // The explain names the head-size factor and puts it in the formula.
+    let full = line(&text, "attention (fused):");
+    assert!(
+        full.contains("head size 64 < 128, one exponential per score at 3.900e12/s: r = 1.3517 forward and 1.1189 backward")
+            && full.contains("· 0.842) · 1.3517 + 1·4 us"),
+        "{full}"
+    );
     // The windowed time is the full one scaled by the pair ratio and the saturations.
     let full = micros(line(&text, "attention (fused):"), "fwd =") - 4.0;
     let win = micros(line(&text, "window of 128"), "fwd =") - 4.0;

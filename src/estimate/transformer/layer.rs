@@ -336,7 +336,12 @@ fn ssd_scan<T: Trace>(c: &Ctx, tr: &mut T) -> (Seconds, Seconds) {
 /// 0.05 ns, under the bound). For long windows the time follows the pairs: Mistral 7B's 4096 over
 /// 16 384 tokens runs 2.1× faster than full attention (Jiang et al. 2023, §2: 2×).
 ///
+/// Heads narrower than 128 (gpt-oss, BERT: 64) run below the measured rate: each time
+/// carries the factor `r` of [`Device::head_size_factors`] (the exponential per score does
+/// not shrink with the head), 1 at 128 and above or without the device's `exp_rate`.
+///
 /// [`causal_window_pairs`]: crate::model::attention::causal_window_pairs
+/// [`Device::head_size_factors`]: crate::compute::Device::head_size_factors
 fn fused_attention<T: Trace>(
     c: &Ctx,
     sq: f64,
@@ -364,8 +369,10 @@ fn fused_attention<T: Trace>(
     let sat = n / (n + n0 as f64);
     let peak = c.attn_peak.get();
     let launch = e.kernel_overhead * k;
-    let f = Seconds::new(flop / (peak * e_fwd * sat)) + launch;
-    let b = Seconds::new(2.5 * flop / (peak * e_bwd * sat)) + launch;
+    let d_mean = (m.attn.qk_d + m.attn.v_d) / 2.0;
+    let (rf, rb) = c.dev.head_size_factors((e_fwd, e_bwd), c.attn_peak, d_mean);
+    let f = Seconds::new(flop / (peak * e_fwd * sat) * rf) + launch;
+    let b = Seconds::new(2.5 * flop / (peak * e_bwd * sat) * rb) + launch;
     tr.line(|| {
         let head = match window {
             None => format!(
@@ -377,8 +384,22 @@ fn fused_attention<T: Trace>(
                 w - 1.0, m.attn.qk_d, m.attn.v_d
             ),
         };
+        // Heads narrower than 128: the exponentials' share (Device::head_size_factors).
+        let narrow = if rf != 1.0 || rb != 1.0 {
+            let x = e.exp_rate.map_or(0.0, |x| x.get());
+            format!(
+                "; head size {d_mean} < 128, one exponential per score at {x:.3e}/s: r = {rf:.4} forward and {rb:.4} backward"
+            )
+        } else {
+            String::new()
+        };
+        let (xf, xb) = if narrow.is_empty() {
+            (String::new(), String::new())
+        } else {
+            (format!(" · {rf:.4}"), format!(" · {rb:.4}"))
+        };
         format!(
-            "  {head} = {flop:.4e} FLOP; n/(n+n0) = {n}/({n}+{}) = {sat:.3}; fwd = F/({} · {} · {sat:.3}) + {k}·{} = {f}, bwd = 2.5·F/({} · {} · {sat:.3}) + {k}·{} = {b}",
+            "  {head} = {flop:.4e} FLOP; n/(n+n0) = {n}/({n}+{}) = {sat:.3}{narrow}; fwd = F/({} · {} · {sat:.3}){xf} + {k}·{} = {f}, bwd = 2.5·F/({} · {} · {sat:.3}){xb} + {k}·{} = {b}",
             n0, c.attn_peak, e_fwd, e.kernel_overhead, c.attn_peak, e_bwd, e.kernel_overhead
         )
     });
