@@ -740,6 +740,54 @@ fn grouped_gemm_streams_and_fused_by_hand() {
     );
 }
 
+/// Six local experts on four streams: one round of four and a round of two (Qwen3-30B-A3B
+/// with 96 experts, EP 16: M = 4096·8·16/96 = 5461.33 tokens per expert, FC1 N = 1536,
+/// K = 2048, BF16 on B200 as above). ⌈M/256⌉ = 22 row tiles × 6 column tiles:
+/// - T(×4): 528 tiles, 4 waves, q = M·1536·4/(4·148·256²) = 0.864865, e = 0.72·q·2048/2176
+///   = 0.586074, 2·M·1536·2048·4 = 1.37439e11 FLOP → 104.22 µs + 4 µs = 108.22 µs;
+/// - T(×2): 264 tiles, 2 waves, the same q and e, half the FLOPs: 52.11 + 4 = 56.11 µs;
+/// - streams: T(×4) + T(×2) = 164.33 µs ("1 rounds + 2"); fused: T(×6), 792 tiles, 6 waves,
+///   the same q: 156.33 + 4 = 160.33 µs.
+#[test]
+fn a_partial_round_of_local_experts_by_hand() {
+    let shown = common::text(&["show", "model", "qwen3-30b-a3b"]);
+    let edited = shown.replace("experts = 128", "experts = 96");
+    assert_ne!(edited, shown);
+    let path = common::tmp("partial_round").join("qwen3-96e.toml");
+    std::fs::write(&path, edited).unwrap();
+    let line = |kind: &str| {
+        let model = path.to_str().unwrap();
+        let args = [
+            "estimate",
+            "--model",
+            model,
+            "--system",
+            "dgx-b200",
+            "--seq-len",
+            "4096",
+            "--precision",
+            "bf16",
+            "--gpus",
+            "16",
+            "--ep",
+            "16",
+            "--global-batch",
+            "16",
+            "--grouped-gemm",
+            kind,
+        ];
+        explain_line(&args, "GEMM MLP in")
+    };
+    let streams = line("streams");
+    assert!(
+        streams.contains("×6 experts, 4 at a time on 4 streams (1 rounds + 2)"),
+        "{streams}"
+    );
+    approx::assert_relative_eq!(common::micros(&streams, "fwd"), 164.33, max_relative = 5e-4);
+    let fused = line("fused");
+    approx::assert_relative_eq!(common::micros(&fused, "fwd"), 160.33, max_relative = 5e-4);
+}
+
 /// `--grouped-gemm` takes streams or fused and names the flag otherwise.
 #[test]
 fn grouped_gemm_rejects_other_kinds() {
@@ -1102,6 +1150,52 @@ fn sweep_takes_the_recompute_modules() {
             v["drops"]
         );
     }
+}
+
+/// The dense layers sit on the first stage in place of MoE layers: Qwen3-30B-A3B with its
+/// first two layers dense (`dense_layers = 2`, the model's dense FFN 6144) on one DGX H100,
+/// EP 8, one stage, the full iteration captured (a dense layer also issues fewer host
+/// launches, which would move the host's idle time). The stage time per micro-batch (the explain's "slowest stage") moves
+/// from the all-MoE model's by `2·((F + B)_dense − (F + B)_MoE)`, the two "layer total"
+/// lines of the explain (MoE first, dense second; each with its exposed communication).
+#[test]
+fn dense_layers_replace_moe_layers_on_the_first_stage() {
+    let shown = common::text(&["show", "model", "qwen3-30b-a3b"]);
+    let dense = shown.replace("experts = 128", "experts = 128\ndense_layers = 2");
+    assert_ne!(dense, shown);
+    let dir = common::tmp("dense_layers");
+    let (p0, p2) = (dir.join("all-moe.toml"), dir.join("two-dense.toml"));
+    std::fs::write(&p0, &shown).unwrap();
+    std::fs::write(&p2, &dense).unwrap();
+    let explain = |p: &std::path::Path| {
+        let mut a = vec!["estimate", "--model", p.to_str().unwrap()];
+        a.extend(["--system", "dgx-h100", "--gpus", "8", "--ep", "8"]);
+        a.extend(["--seq-len", "4096", "--global-batch", "8", "--explain"]);
+        a.extend(["--cuda-graphs", "full"]);
+        String::from_utf8(common::bin().args(&a).output().unwrap().stdout).unwrap()
+    };
+    let stage = |text: &str| {
+        let l = text
+            .lines()
+            .find(|l| l.contains("slowest stage per micro-batch"))
+            .unwrap();
+        common::micros(l, "slowest stage per micro-batch")
+    };
+    let (e0, e2) = (explain(&p0), explain(&p2));
+    let totals: Vec<f64> = e2
+        .lines()
+        .filter(|l| l.contains("layer total:"))
+        .map(|l| common::micros(l, "forward") + common::micros(l, "backward"))
+        .collect();
+    assert_eq!(totals.len(), 2, "{e2}");
+    let hand = 2.0 * (totals[1] - totals[0]);
+    let got = stage(&e2) - stage(&e0);
+    assert!(
+        hand < -3000.0,
+        "two dense layers are faster here: {totals:?}"
+    );
+    // The stage times print four significant digits (±50 µs each at 350 ms).
+    assert!((got - hand).abs() < 120.0, "{got} µs vs {hand} µs");
 }
 
 /// DeepSeek-V3's first three layers are dense (`first_k_dense_replace = 3`, with a gated MLP

@@ -231,6 +231,22 @@ fn cp_ring_transfers_run_beside_one_blocks_attention() {
         1e-6,
         "CP hidden",
     );
+    // Full recomputation runs each layer's forward again, its ring transfers beside the
+    // same blocks: one more forward's exposed and hidden share per layer.
+    let full = cp2_across_two_dgx(&["--recompute", "full"]);
+    let cp = &full["time_breakdown"]["communication"]["cp"];
+    close(
+        cp["exposed_s"].as_f64().unwrap(),
+        32.0 * (2.0 * ef + eb),
+        1e-6,
+        "CP exposed, full recomputation",
+    );
+    close(
+        cp["hidden_s"].as_f64().unwrap(),
+        32.0 * (2.0 * hf + hb),
+        1e-6,
+        "CP hidden, full recomputation",
+    );
 }
 
 /// Ulysses with TP: each all-to-all moves the rank's tokens at its TP share of the widths.
@@ -360,4 +376,75 @@ fn low_precision_plans_gather_the_quantized_input() {
     assert_eq!(fp8, 17_179_869_184.0);
     let nvfp4 = sp_bytes("dgx-b200", "bf16") - sp_bytes("dgx-b200", "nvfp4");
     assert_eq!(nvfp4, 24_696_061_952.0);
+}
+
+/// The communication class `class` of the JSON estimate of `args` (a line of flags).
+fn comm_of(args: &str, class: &str) -> serde_json::Value {
+    let mut a = vec!["estimate"];
+    a.extend(args.split_whitespace());
+    common::json(&a)["time_breakdown"]["communication"][class].clone()
+}
+
+/// Llama 2 7B (32 layers, h 4096) on 2 H100, TP 2 with SP and TP overlap, sequence 4096.
+const LLAMA_TP2: &str = "--model llama2-7b --system dgx-h100 --gpus 2 --tp 2 --seq-len 4096";
+
+/// Full recomputation runs each layer's forward again, collectives included, and selective
+/// recomputation (attention scores only) none: Llama 2 7B on 2 H100 (`LLAMA_TP2`), one
+/// micro-batch. The forward's two all-gathers and two reduce-scatters per layer count
+/// `s·b·h·2` = 32 MiB each (the explain's "forward … (128 MiB)" per layer), so full
+/// recomputation adds 32 · 4 · 33 554 432 = 4 294 967 296 B.
+#[test]
+fn full_recomputation_repeats_the_forward_collectives() {
+    let sp_bytes = |recompute: &str| {
+        comm_of(
+            &format!("{LLAMA_TP2} --global-batch 1 --recompute {recompute}"),
+            "sp",
+        )["bytes_per_device"]
+            .as_f64()
+            .unwrap()
+    };
+    let none = sp_bytes("none");
+    assert_eq!(sp_bytes("full") - none, 4_294_967_296.0);
+    assert_eq!(sp_bytes("selective"), none);
+}
+
+/// Every micro-batch runs the same layers, so the TP/SP time hidden under the GEMMs and
+/// the time left exposed are per-micro-batch times the micro-batches: `LLAMA_TP2`, one
+/// pipeline stage, global batch 1 against 3 (DP 1).
+#[test]
+fn tp_windows_scale_with_the_micro_batches() {
+    let sp = |gb: u32| comm_of(&format!("{LLAMA_TP2} --global-batch {gb}"), "sp");
+    let (one, three) = (sp(1), sp(3));
+    for k in ["hidden_s", "exposed_s", "bytes_per_device"] {
+        let (a, b) = (one[k].as_f64().unwrap(), three[k].as_f64().unwrap());
+        assert!(a > 0.0 || k == "exposed_s", "{k}: {a}");
+        assert!(
+            (b - 3.0 * a).abs() <= 1e-12 * b.abs().max(1.0),
+            "{k}: {b} vs 3·{a}"
+        );
+    }
+}
+
+/// With the EP overlap each layer's all-to-all time is split evenly between its forward and
+/// backward windows (`layer::ep_window`), and full recomputation runs the forward again,
+/// all-to-alls included: EP bytes and hidden time are 3/2 of the plan without it
+/// (Qwen3-30B-A3B on one DGX B200, EP 8, overlapped, sequence 4096, one micro-batch per
+/// rank).
+#[test]
+fn full_recomputation_repeats_the_forward_all_to_alls() {
+    let ep = |recompute: &str| {
+        comm_of(
+            &format!(
+                "--model qwen3-30b-a3b --system dgx-b200 --gpus 8 --ep 8 --seq-len 4096 \
+                 --global-batch 8 --ep-overlap true --recompute {recompute}"
+            ),
+            "ep",
+        )
+    };
+    let (none, full) = (ep("none"), ep("full"));
+    for k in ["hidden_s", "bytes_per_device"] {
+        let (a, b) = (none[k].as_f64().unwrap(), full[k].as_f64().unwrap());
+        assert!(a > 0.0, "{k}");
+        assert!((b / a - 1.5).abs() < 1e-12, "{k}: {b} vs 1.5·{a}");
+    }
 }

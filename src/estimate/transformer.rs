@@ -223,7 +223,7 @@ impl Ctx<'_> {
     fn experts_gemm(&self, m: f64, n: f64, k: f64, g: f64) -> Seconds {
         match self.plan.grouped_gemm {
             crate::parallel::GroupedGemm::Fused => self.gemm(m, n, k, g),
-            crate::parallel::GroupedGemm::Streams if g <= TE_STREAMS => self.gemm(m, n, k, g),
+            // Four or fewer experts: no full round, one partial round of `g`.
             crate::parallel::GroupedGemm::Streams => {
                 let rounds = (g / TE_STREAMS).floor();
                 let rest = g - rounds * TE_STREAMS;
