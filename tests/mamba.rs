@@ -565,3 +565,56 @@ fn hybrid_moe_layers_hold_their_local_experts_split_over_etp() {
     assert_relative_eq!(base - weights("4", "1"), want, max_relative = 1e-9);
     assert_relative_eq!(base - weights("2", "2"), want, max_relative = 1e-9);
 }
+
+/// A pattern's `-` layers are the dense MLP of `ffn_hidden`, not the experts: Nemotron 3
+/// Nano with its second layer made a dense MLP (`M-MEM*E…`) of width 4096 (the experts keep
+/// 1856), on 8 B200, EP 8, sequence 8192, micro-batch 1. The `-` block's explain shows one
+/// ungated GEMM of M = 8192 tokens, N = 4096, K = 2688; the `E` block 16 local experts.
+#[test]
+fn dense_mlp_layers_of_a_hybrid_pattern_run_the_dense_mlp() {
+    let shown = common::text(&["show", "model", "nemotron-3-nano-30b-a3b"]);
+    let edited = shown
+        .replacen(
+            "hybrid_pattern = \"MEMEM*E",
+            "hybrid_pattern = \"M-MEM*E",
+            1,
+        )
+        .replacen("ffn_hidden = 1856", "ffn_hidden = 4096", 1);
+    assert!(edited.contains("M-MEM*E") && edited.contains("ffn_hidden = 4096"));
+    let path = common::tmp("hybrid_dense").join("nano-dense.toml");
+    std::fs::write(&path, edited).unwrap();
+    let out = bin()
+        .args([
+            "estimate",
+            "--model",
+            path.to_str().unwrap(),
+            "--system",
+            "dgx-b200",
+        ])
+        .args([
+            "--gpus",
+            "8",
+            "--ep",
+            "8",
+            "--seq-len",
+            "8192",
+            "--global-batch",
+            "8",
+        ])
+        .arg("--explain")
+        .output()
+        .unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    let after = |needle: &str| {
+        let mut it = text.lines().skip_while(|l| !l.contains(needle));
+        it.next().unwrap_or_else(|| panic!("{needle}: {text}"));
+        it.find(|l| l.contains("GEMM MLP in")).unwrap().to_string()
+    };
+    let dense = after("MLP (-) layers: 1 of 52");
+    assert!(
+        dense.contains("GEMM MLP in: M=8192 N=4096 K=2688 ×1:"),
+        "{dense}"
+    );
+    let moe = after("MoE (E) layers: 22 of 52");
+    assert!(moe.contains("N=1856 K=2688 ×16 experts"), "{moe}");
+}

@@ -44,3 +44,43 @@ fn sort_mfu_ranks_the_faster_fp8_plan_first() {
         );
     }
 }
+
+/// Hardware FLOPs add what the backward recomputes, model FLOPs do not: full recomputation
+/// runs the forward again without the output layer, `F − 2·V·h` more per token; selective
+/// recomputation the attention core, `L·2·s·a·(d_qk + d_v)` per token (Korthikanti et al.
+/// 2022 §5); LoRA's model FLOPs are two passes of `F`, not three (frozen weights have no
+/// weight gradient). Llama 3 8B (32 layers, 32 heads of 128, h 4096, V 128 256) at sequence
+/// 8192 on 8 H100, TP 2: `F` = model FLOPs / (3 · tokens).
+#[test]
+fn hardware_flops_add_the_recomputed_forward() {
+    let run = |extra: &[&str]| common::llama8b_on_dgx_h100("estimate", extra);
+    let base = ["--tp", "2", "--seq-len", "8192"];
+    let ratio = |rc: &str| {
+        let v = run(&[&base[..], &["--recompute", rc]].concat());
+        let model = v["model_flops_per_iteration"].as_f64().unwrap();
+        let tokens = v["plan"]["global_batch"].as_f64().unwrap() * 8192.0;
+        let hfu_over_mfu = v["hfu"].as_f64().unwrap() / v["mfu"].as_f64().unwrap();
+        (hfu_over_mfu, model / (3.0 * tokens))
+    };
+    let (none, f) = ratio("none");
+    assert_eq!(none, 1.0);
+    let (full, _) = ratio("full");
+    approx::assert_relative_eq!(
+        full,
+        1.0 + (f - 2.0 * 128_256.0 * 4096.0) / (3.0 * f),
+        max_relative = 1e-12
+    );
+    let (selective, _) = ratio("selective");
+    let core = 32.0 * 2.0 * 8192.0 * 32.0 * 256.0;
+    approx::assert_relative_eq!(selective, 1.0 + core / (3.0 * f), max_relative = 1e-12);
+    let flops = |extra: &[&str]| {
+        run(&[&base[..], extra].concat())["model_flops_per_iteration"]
+            .as_f64()
+            .unwrap()
+    };
+    approx::assert_relative_eq!(
+        flops(&["--lora-rank", "16"]) / flops(&[]),
+        2.0 / 3.0,
+        max_relative = 1e-12
+    );
+}
