@@ -502,6 +502,23 @@ mod tests {
             47232.0 / 4096.0 / 8.0 + 4.0,
             max_relative = 1e-12
         );
+        // Ungated (Megatron GPT 1.7B: h 2304, 24 heads of 96, f 9216): wq, wv and the
+        // attention output 3·2·2304 + log-sum-exp 4·24 + w1 2·9216 = 32 352 B per s·b, and
+        // only the block input replicated (no w2 output kept): 32 352/2304 + 2.
+        let gpt = catalog::model("megatron-2021-1.7b").unwrap();
+        let spec = PlanSpec {
+            global_batch: Some(1),
+            recompute: Recompute::Op,
+            flash_attention: true,
+            ..PlanSpec::default()
+        };
+        let p = Plan::new(&spec, &gpt, 1).unwrap();
+        let t = gpt.transformer().unwrap();
+        assert_relative_eq!(
+            layer_activation_bytes(t, &p, false) / (t.s * t.h),
+            32352.0 / 2304.0 + 2.0,
+            max_relative = 1e-12
+        );
     }
 
     #[test]
