@@ -107,6 +107,7 @@ pub const MODELS: &[Entry] = embed!("models":
     "nemotron-h-47b",
     "nemotron-h-56b",
     "nemotron-3-nano-30b-a3b",
+    "nemotron3-super",
     "deepseek-v3",
     "qwen3-30b-a3b",
     "qwen3-235b-a22b",

@@ -293,11 +293,21 @@ fn attention_terms(m: &Transformer, plan: &Plan, q: f64, proj_in: f64) -> (f64, 
 /// `weighted_bias_swiglu`), so the un-permutation keeps no copy of its own (Transformer
 /// Engine's `moe_unpermute` saves its input only when given the weights). Zero for dense
 /// layers, whose FC1 input is the norm's output already counted.
+///
+/// A LatentMoE's copies are ℓ wide, `q·k·etp·ℓ/h`, and its `ℓ → h` projection keeps its
+/// input, the combined latent tokens, at `q` bytes: `+ q·ℓ/h` (its `h → ℓ` projection's
+/// input is the norm's output, counted already).
 fn dispatched_input(m: &Transformer, plan: &Plan, q: f64) -> f64 {
     if m.experts <= 1 {
         return 0.0;
     }
-    q * m.top_k as f64 * plan.etp as f64
+    let width = m.eh / m.h;
+    let latent = if m.latent_params > 0.0 {
+        q * width
+    } else {
+        0.0
+    };
+    q * m.top_k as f64 * plan.etp as f64 * width + latent
 }
 
 /// The MLP's split activations per `s·b·h` for `k` experts of width `f`, with the FC2

@@ -1,5 +1,5 @@
-//! Validation on model families the 2025 set does not hold: DeepSeek-V3, gpt-oss-120b and
-//! Kimi K2 as NVIDIA's Megatron-Bridge performance summaries publish them (containers 26.06,
+//! Validation on model families the 2025 set does not hold: DeepSeek-V3, gpt-oss-120b,
+//! Kimi K2 and Nemotron 3 Super as NVIDIA's Megatron-Bridge performance summaries publish them (containers 26.06,
 //! 26.06.01 and 26.08; tests/data/modern/frontier-runs.csv, every row naming its source file
 //! and commit). Nothing here was used to set a constant: the rows were added after the
 //! model's constants were fixed, as a check of what generalises (issue 19's held-out aim:
@@ -24,6 +24,14 @@
 //!   (recipes/deepseek: `exp_avg_dtype = exp_avg_sq_dtype = bfloat16`);
 //! - DeepSeek-V3's pipeline layout (`_get_deepseek_v3_pipeline_layout`): on 8 stages the
 //!   first holds the embedding and 8 layers, the last 5 layers, the MTP layer and the loss.
+//! - Nemotron 3 Super (perf_recipes/nemotronh/*/nemotronh.py and `common.py`,
+//!   `_apply_nemotron_3_super_perf_defaults`) captures `attn`, `mamba`, `moe_router` and
+//!   `moe_preprocess` on every system without the EP overlap, keeps FP32 optimizer state,
+//!   and gathers MXFP8 weights. Its 26.08 recipes on GB200/GB300 add CuteDSL's fused grouped
+//!   MLP and FP8 attention (d0debd0bd, August 2026), which the model does not have; the
+//!   26.06 and 26.06.01 rows ran without them. Its NVFP4 rows keep the last 14 layers in
+//!   BF16 (`nemotron_3_super_bf16_with_nvfp4_mixed`), a per-layer precision the plan cannot
+//!   state, so they are not here.
 //!
 //! Kimi K2's row trained with the Muon optimizer (the table's note), which the model does
 //! not have; it runs with Adam here and is printed apart from the bounded rows.
@@ -63,6 +71,7 @@ fn command(r: &Run) -> Vec<String> {
         "DeepSeekV3" => "deepseek-v3",
         "GPT OSS 120B" => "gpt-oss-120b",
         "Kimi_K2" => "kimi-k2",
+        "Nemotron_3_Super" => "nemotron3-super",
         m => panic!("no model preset for {m}"),
     };
     let system = match r.gpu.as_str() {
@@ -96,10 +105,12 @@ fn command(r: &Run) -> Vec<String> {
         flag("virtual-stages", v.to_string());
     }
     let kimi = model == "kimi-k2";
-    let graphs = match (kimi, rack) {
-        (true, _) => "none",
-        (false, true) => "full",
-        (false, false) => "attn,moe_router,moe_preprocess",
+    let super3 = model == "nemotron3-super";
+    let graphs = match (kimi, super3, rack) {
+        (true, _, _) => "none",
+        (false, true, _) => "attn,mamba,moe_router,moe_preprocess",
+        (false, false, true) => "full",
+        (false, false, false) => "attn,moe_router,moe_preprocess",
     };
     flag("cuda-graphs", graphs.into());
     if graphs == "full" {
@@ -129,7 +140,7 @@ fn bounded(r: &Run) -> bool {
     !r.notes.contains("Muon") && !r.notes.contains("known regression")
 }
 
-/// The prediction bands' residuals of this set (`presets/bands/frontier.csv`): the 13
+/// The prediction bands' residuals of this set (`presets/bands/frontier.csv`): the 20
 /// bounded rows (the Muon row and the regression's rows say nothing about this model's
 /// error on runs like them). With `ASTROLABE_BLESS=1` writes them.
 #[test]
@@ -147,7 +158,7 @@ fn band_residuals_are_current() {
             log_ratio: (r.step_time_s / common::estimate_cli(&command(r)).0.time.total.get()).ln(),
         })
         .collect();
-    assert_eq!(rows.len(), 13);
+    assert_eq!(rows.len(), 20);
     common::check_band_residuals("frontier", &rows);
 }
 
@@ -174,7 +185,7 @@ fn estimate(r: &Run) -> (f64, [f64; 2]) {
 #[test]
 fn frontier_rows_as_published() {
     let rows = runs();
-    assert_eq!(rows.len(), 16);
+    assert_eq!(rows.len(), 23);
     let shipped: Vec<(astrolabe::band::Key, f64, bool, u32)> = astrolabe::band::SETS
         .iter()
         .flat_map(|(set, t)| {
@@ -232,7 +243,11 @@ fn frontier_rows_as_published() {
         100.0 * median,
         100.0 * p90
     );
-    assert_eq!(errs.len(), 13);
-    assert!(median <= 0.17 && p90 <= 0.27, "{median} {p90}");
-    assert!(errs.last().is_some_and(|&m| m <= 0.37), "{errs:?}");
+    assert_eq!(errs.len(), 20);
+    assert!(median <= 0.21 && p90 <= 0.29, "{median} {p90}");
+    // The largest, Nemotron 3 Super on B300 at +82 %, is host time: its 64 local experts
+    // are each charged as Transformer Engine GEMM calls, a rule fitted on containers with
+    // 16 (docs/validation-modern.md, "Other model families"). Without the host term it is
+    // −20 %, as on GB200/GB300.
+    assert!(errs.last().is_some_and(|&m| m <= 0.83), "{errs:?}");
 }

@@ -371,7 +371,7 @@ pub(super) fn evaluate<T: Trace>(
     };
     let (lay, tpw) = (&parts.lay, &parts.tpw);
     // The first `dense_layers` layers (dense MLP) sit on the first stage; MTP modules
-    // (one layer and one more head each) on the last.
+    // (one layer, or a hybrid model's `mtp_pattern`, and one more head each) on the last.
     let (mut first, mut last) = (&parts.first, &parts.last);
     let (with_dense, with_mtp);
     let nd = m.dense_layers.min(plan.stages.first) as f64;
@@ -381,7 +381,7 @@ pub(super) fn evaluate<T: Trace>(
     }
     let mtp = m.mtp_layers as f64;
     if mtp > 0.0 {
-        with_mtp = last.add(*lay, mtp).add(*last, mtp);
+        with_mtp = last.add(parts.mtp, mtp).add(*last, mtp);
         last = &with_mtp;
     }
     let (worst, st, bubble) = pipeline(&c, lay, first, last, tr);
@@ -495,6 +495,8 @@ pub(crate) struct Parts {
     /// The embedding (first stage) and the head (last stage).
     first: Block,
     last: Block,
+    /// The layers of one MTP module: one layer (`lay`), or a hybrid model's `mtp_pattern`.
+    mtp: Block,
 }
 
 fn parts<T: Trace>(c: &Ctx, tr: &mut T) -> Result<Parts> {
@@ -515,6 +517,7 @@ fn parts<T: Trace>(c: &Ctx, tr: &mut T) -> Result<Parts> {
         dense,
         first,
         last,
+        mtp: lay,
     })
 }
 
@@ -529,8 +532,11 @@ fn hybrid_parts<T: Trace>(c: &Ctx, hy: &crate::model::Hybrid, tr: &mut T) -> Res
     let l = c.m.layers as f64;
     let dense = c.m.dense_layer();
     let mut lay = Block::default();
+    let mut mtp = Block::default();
     let mut tpw: Option<tp::TpWindows> = None;
-    for (kind, n) in hy.counts.kinds() {
+    // An MTP pattern's kinds are among the model's (`Transformer::from_spec`).
+    let mtp_counts = hy.mtp.kinds();
+    for (i, (kind, n)) in hy.counts.kinds().into_iter().enumerate() {
         if n == 0 {
             continue;
         }
@@ -544,6 +550,7 @@ fn hybrid_parts<T: Trace>(c: &Ctx, hy: &crate::model::Hybrid, tr: &mut T) -> Res
         let (b, w) = layer(&Ctx { m, part, ..*c }, tr)?;
         let k = n as f64 / l;
         lay = lay.add(b, k);
+        mtp = mtp.add(b, mtp_counts[i].1 as f64);
         tpw = Some(match tpw {
             None => w.scaled(k),
             Some(acc) => acc.plus(&w.scaled(k)),
@@ -561,10 +568,25 @@ fn hybrid_parts<T: Trace>(c: &Ctx, hy: &crate::model::Hybrid, tr: &mut T) -> Res
             k.mlp,
             k.moe,
             c.m.layers,
-            lay.fwd.compute() + lay.fwd.tp + lay.fwd.ep + lay.fwd.cp + lay.fwd.slow,
-            lay.bwd.compute() + lay.bwd.tp + lay.bwd.ep + lay.bwd.cp + lay.bwd.slow
+            host::gpu(&lay.fwd),
+            host::gpu(&lay.bwd)
         )
     });
+    if c.m.mtp_layers > 0 {
+        tr.line(|| {
+            let k = hy.mtp;
+            format!(
+                " MTP module = {}·T_M + {}·T_* + {}·T_- + {}·T_E (mtp_pattern), run {} times: forward {}, backward {} each",
+                k.mamba,
+                k.attention,
+                k.mlp,
+                k.moe,
+                c.m.mtp_layers,
+                host::gpu(&mtp.fwd),
+                host::gpu(&mtp.bwd)
+            )
+        });
+    }
     let (first, last) = ends(c, &tpw, tr)?;
     Ok(Parts {
         lay,
@@ -572,6 +594,7 @@ fn hybrid_parts<T: Trace>(c: &Ctx, hy: &crate::model::Hybrid, tr: &mut T) -> Res
         dense: lay,
         first,
         last,
+        mtp,
     })
 }
 

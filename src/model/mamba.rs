@@ -271,10 +271,33 @@ pub struct LayerCounts {
 impl LayerCounts {
     /// Parses `[transformer] hybrid_pattern` for a model of `layers` layers: one of
     /// `M * - E` per layer (Megatron-LM `Symbols`). Other Megatron-LM symbols are refused by
-    /// name: `G` (Gated DeltaNet), `D` (DeepSeek sparse attention), `+` (MLA), `|`
-    /// (pipeline boundaries) and `/` (MTP patterns) are not modelled.
+    /// name: `G` (Gated DeltaNet), `D` (DeepSeek sparse attention), `+` (MLA) and `|`
+    /// (pipeline boundaries) are not modelled; `/` (Megatron-LM's MTP suffix) is written as
+    /// [`Self::parse_mtp`]'s `mtp_pattern`.
     pub fn parse(pattern: &str, layers: u32) -> Result<LayerCounts> {
-        let what = "transformer.hybrid_pattern";
+        Self::parse_as("transformer.hybrid_pattern", pattern, Some(layers))
+    }
+
+    /// Parses `[transformer] mtp_pattern`, the layers of one multi-token-prediction module
+    /// of a hybrid model (Megatron-LM `mtp_hybrid_override_pattern`, e.g. `"*E"`): the same
+    /// symbols, any number ≥ 1 of them.
+    pub fn parse_mtp(pattern: &str) -> Result<LayerCounts> {
+        let n = Self::parse_as("transformer.mtp_pattern", pattern, None)?;
+        if n.total() == 0 {
+            return Err(Error::input(
+                "transformer.mtp_pattern",
+                "is empty: one MTP module has at least one layer, e.g. \"*E\"",
+            ));
+        }
+        Ok(n)
+    }
+
+    /// Layers of every kind.
+    pub fn total(&self) -> u32 {
+        self.mamba + self.attention + self.mlp + self.moe
+    }
+
+    fn parse_as(what: &str, pattern: &str, layers: Option<u32>) -> Result<LayerCounts> {
         let mut n = LayerCounts::default();
         let mut len = 0u32;
         for (i, ch) in pattern.chars().enumerate() {
@@ -290,7 +313,7 @@ impl LayerCounts {
                         'D' => " (DeepSeek sparse-attention layers are not modelled)",
                         '+' => " (MLA layers in a hybrid pattern are not modelled)",
                         '|' => " (pipeline stage boundaries: use the plan's layers_per_stage)",
-                        '/' => " (MTP patterns are not modelled for hybrid models)",
+                        '/' => " (write the MTP module's layers as mtp_pattern)",
                         _ => "",
                     };
                     return Err(Error::input(
@@ -309,7 +332,9 @@ impl LayerCounts {
                 LayerKind::Moe => n.moe += 1,
             }
         }
-        if len != layers {
+        if let Some(layers) = layers
+            && len != layers
+        {
             return Err(Error::input(
                 what,
                 format!(

@@ -29,6 +29,14 @@ pub struct MoeSpec {
     /// config.json). Unset: no limit.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_nodes: Option<u32>,
+    /// LatentMoE (Nemotron 3 Super; Megatron-core `moe_latent_size`, `MoELayer`): the
+    /// routed experts work in a latent space of this width ℓ < h. A linear `h → ℓ`
+    /// (`fc1_latent_proj`) runs before the dispatch and `ℓ → h` (`fc2_latent_proj`) after
+    /// the combine, both replicated over TP; the router and the shared experts stay on `h`.
+    /// The experts' GEMMs, the dispatch and combine, and the permutation move ℓ-wide
+    /// tokens. Unset: the experts work on `h`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latent: Option<u32>,
 }
 
 impl MoeSpec {
@@ -40,6 +48,7 @@ impl MoeSpec {
         shared_experts: 0,
         dense_layers: 0,
         max_nodes: None,
+        latent: None,
     };
 }
 

@@ -96,6 +96,16 @@ pub struct TransformerSpec {
     /// The Mamba-2 mixer of the pattern's `M` layers.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mamba: Option<MambaSpec>,
+    /// The layers of one MTP module of a hybrid model, in `hybrid_pattern`'s symbols
+    /// (Megatron-LM `mtp_hybrid_override_pattern`; Nemotron 3 Super `"*E"`): each of the
+    /// `mtp_layers` modules runs these layers, a `2h × h` projection and the output head.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mtp_pattern: Option<String>,
+    /// The `mtp_layers` modules share one set of weights, run once per depth (Megatron-LM
+    /// `mtp_use_repeated_layer`; Nemotron 3 Super runs its one module twice): parameters once,
+    /// FLOPs per depth.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub mtp_repeated: bool,
 }
 
 /// The layers of a hybrid model ([`TransformerSpec::hybrid_pattern`]), validated.
@@ -105,6 +115,8 @@ pub struct Hybrid {
     pub counts: LayerCounts,
     /// The Mamba mixer (`None` when the pattern has no `M`).
     pub mamba: Option<Mamba>,
+    /// Layers of one MTP module (`mtp_pattern`; zero without MTP).
+    pub mtp: LayerCounts,
 }
 
 fn yes() -> bool {
@@ -132,10 +144,18 @@ pub struct Transformer {
     pub dense_f: f64,
     /// Total inner size of the shared experts (0 without).
     pub shared_f: f64,
+    /// Width the routed experts work in: the latent width ℓ of a LatentMoE, else `h`
+    /// (also `h` for dense models).
+    pub eh: f64,
+    /// Parameters of a LatentMoE layer's two projections, `2·h·ℓ` (+ `ℓ + h` biases); 0
+    /// without.
+    pub latent_params: f64,
     /// Leading layers with a dense MLP (MoE models).
     pub dense_layers: u32,
     /// Multi-token-prediction modules.
     pub mtp_layers: u32,
+    /// The MTP modules share one set of weights (`mtp_repeated`).
+    pub mtp_shared: bool,
     /// Vocabulary V.
     pub v: f64,
     /// Sequence length s.
@@ -251,6 +271,12 @@ impl Transformer {
     fn hybrid(spec: &TransformerSpec) -> Result<Option<Hybrid>> {
         let w = "transformer";
         let Some(p) = &spec.hybrid_pattern else {
+            if spec.mtp_pattern.is_some() {
+                return Err(Error::input(
+                    format!("{w}.mtp_pattern"),
+                    "is for hybrid models (set hybrid_pattern); a transformer's MTP module is one of its layers",
+                ));
+            }
             if spec.mamba.is_some() {
                 return Err(Error::input(
                     format!("{w}.mamba"),
@@ -294,7 +320,6 @@ impl Transformer {
                 "moe.dense_layers",
                 spec.moe.is_some_and(|m| m.dense_layers > 0),
             ),
-            ("mtp_layers", spec.mtp_layers > 0),
             ("sliding_window", spec.sliding_window.is_some()),
             ("mla", spec.mla.is_some()),
         ] {
@@ -305,7 +330,41 @@ impl Transformer {
                 ));
             }
         }
-        Ok(Some(Hybrid { counts, mamba }))
+        let mtp = match (&spec.mtp_pattern, spec.mtp_layers) {
+            (None, 0) => LayerCounts::default(),
+            (None, _) => {
+                return Err(Error::input(
+                    format!("{w}.mtp_layers"),
+                    "needs mtp_pattern with hybrid_pattern (the layers of one MTP module, e.g. \"*E\")",
+                ));
+            }
+            (Some(_), 0) => {
+                return Err(Error::input(
+                    format!("{w}.mtp_pattern"),
+                    "is unused: mtp_layers is 0",
+                ));
+            }
+            (Some(mp), _) => {
+                let n = LayerCounts::parse_mtp(mp)?;
+                for (kind, k) in n.kinds() {
+                    let main = counts
+                        .kinds()
+                        .iter()
+                        .find(|x| x.0 == kind)
+                        .map_or(0, |x| x.1);
+                    if k > 0 && main == 0 {
+                        return Err(Error::input(
+                            format!("{w}.mtp_pattern"),
+                            format!(
+                                "has {kind:?} layers, which hybrid_pattern does not: an MTP module repeats the model's layer kinds"
+                            ),
+                        ));
+                    }
+                }
+                n
+            }
+        };
+        Ok(Some(Hybrid { counts, mamba, mtp }))
     }
 
     fn derive(spec: &TransformerSpec, kv: u32, f: u32, moe: MoeSpec) -> Transformer {
@@ -318,6 +377,8 @@ impl Transformer {
         let bias = spec.bias;
         let gated = spec.activation == Activation::Swiglu;
         let expert_f = moe.expert_ffn_hidden.unwrap_or(f) as f64;
+        let latent = moe.latent.map_or(0.0, f64::from);
+        let eh = if latent > 0.0 { latent } else { h };
         let shared_f = expert_f * moe.shared_experts as f64;
         let norm = if bias { 4.0 * h } else { 2.0 * h };
         let experts = moe.experts;
@@ -337,8 +398,15 @@ impl Transformer {
             f: expert_f,
             dense_f: f as f64,
             shared_f,
+            eh,
+            latent_params: if latent > 0.0 {
+                2.0 * h * latent + if bias { latent + h } else { 0.0 }
+            } else {
+                0.0
+            },
             dense_layers: if experts > 1 { moe.dense_layers } else { 0 },
             mtp_layers: spec.mtp_layers,
+            mtp_shared: spec.mtp_repeated,
             v: spec.vocab as f64,
             // Set by `with_seq_len` below, which also adds the position table.
             s: 0.0,
@@ -354,7 +422,7 @@ impl Transformer {
             qk_norm: spec.qk_norm,
             window: None,
             attn_params: attn.params(h, bias),
-            mlp_params: mlp_params(h, expert_f, gated, bias),
+            mlp_params: mlp_params(eh, expert_f, gated, bias),
             shared_params: if shared_f > 0.0 {
                 mlp_params(h, shared_f, gated, bias)
             } else {
@@ -391,6 +459,8 @@ impl Transformer {
             top_k: 1,
             f: self.dense_f,
             shared_f: 0.0,
+            eh: self.h,
+            latent_params: 0.0,
             mlp_params: self.dense_mlp_params,
             shared_params: 0.0,
             other_layer_params: if self.experts > 1 {
@@ -413,20 +483,44 @@ impl Transformer {
         self.attn_params
             + self.experts as f64 * self.mlp_params
             + self.shared_params
+            + self.latent_params
             + self.other_layer_params
     }
 
     /// Total parameters: `(L − D) · layer + D · dense layer + embeddings + MTP`; for dense
     /// GPT ≈ 12·L·h² + V·h (Narayanan et al. SC'21 §5.1) plus biases, norms and positions.
-    /// An MTP module is one layer, a `2h × h` projection and two norms (DeepSeek-V3 §2.2).
     pub fn params(&self) -> f64 {
         let dense = self.dense_layers as f64;
-        let mtp =
-            self.mtp_layers as f64 * (self.layer_params() + 2.0 * self.h * self.h + 2.0 * self.h);
         (self.layers as f64 - dense) * self.layer_params()
             + dense * self.dense_layer().layer_params()
             + self.embedding_params
-            + mtp
+            + self.mtp_params(self.experts as f64)
+    }
+
+    /// Parameters of the MTP modules with `routed` routed experts per MoE layer:
+    /// `n_w·(P_module + 2·h² + 2·h)`, a module being one layer (a hybrid model's: its
+    /// `mtp_pattern`), a `2h × h` projection and two norms (DeepSeek-V3 §2.2); `n_w` the
+    /// weight copies, `mtp_layers`, or 1 when they share weights (`mtp_repeated`).
+    pub fn mtp_params(&self, routed: f64) -> f64 {
+        if self.mtp_layers == 0 {
+            return 0.0;
+        }
+        let copies = if self.mtp_shared {
+            1.0
+        } else {
+            self.mtp_layers as f64
+        };
+        let module = match &self.hybrid {
+            Some(hy) => self.hybrid_sum_params(&hy.mtp, hy, routed),
+            None => {
+                self.attn_params
+                    + routed * self.mlp_params
+                    + self.shared_params
+                    + self.latent_params
+                    + self.other_layer_params
+            }
+        };
+        copies * (module + 2.0 * self.h * self.h + 2.0 * self.h)
     }
 
     /// Parameters of a hybrid model's layers, averaged over them, counting `routed` routed
@@ -436,26 +530,45 @@ impl Transformer {
     /// included), `P_* = attention + n₁`, `P_- = dense MLP + n₁`,
     /// `P_E = routed·expert + shared + router + n₁`.
     pub fn hybrid_layer_params(&self, hy: &Hybrid, routed: f64) -> f64 {
+        self.hybrid_sum_params(&hy.counts, hy, routed) / self.layers as f64
+    }
+
+    /// `Σ_k c_k·P_k` over the layer kinds of `c` ([`Self::hybrid_layer_params`]; a LatentMoE
+    /// layer adds its two projections to `P_E`).
+    fn hybrid_sum_params(&self, c: &LayerCounts, hy: &Hybrid, routed: f64) -> f64 {
         let router = if self.experts > 1 {
             self.h * self.experts as f64
         } else {
             0.0
         };
         let n1 = (self.other_layer_params - router) / 2.0;
-        let c = hy.counts;
         let mamba = hy.mamba.map_or(0.0, |m| m.params(self.h));
-        let sum = c.mamba as f64 * mamba
+        c.mamba as f64 * mamba
             + c.attention as f64 * (self.attn_params + n1)
             + c.mlp as f64 * (self.dense_mlp_params + n1)
-            + c.moe as f64 * (routed * self.mlp_params + self.shared_params + router + n1);
-        sum / self.layers as f64
+            + c.moe as f64
+                * (routed * self.mlp_params + self.shared_params + self.latent_params + router + n1)
     }
 
     /// Matrix parameters a token passes through in one layer (top_k routed experts and
     /// the shared ones).
+    /// A LatentMoE layer's experts work on ℓ (`k·w(ℓ, f)`) and add the two projections
+    /// `2·h·ℓ`.
     pub fn active_matmul_params_per_layer(&self) -> f64 {
-        let w = |f: f64| if self.gated { 3.0 } else { 2.0 } * self.h * f;
-        self.attn.params(self.h, false) + self.top_k as f64 * w(self.f) + w(self.shared_f)
+        self.attn.params(self.h, false) + self.moe_matmul_params()
+    }
+
+    /// Matrix parameters a token passes through in one MLP or MoE block: `k·w(eh, f) +
+    /// w(h, f_shared) + 2·h·ℓ` with `w(x, f) = 3·x·f` gated, `2·x·f` otherwise (a dense
+    /// block: `w(h, f)`).
+    fn moe_matmul_params(&self) -> f64 {
+        let g = if self.gated { 3.0 } else { 2.0 };
+        let latent = if self.latent_params > 0.0 {
+            2.0 * self.h * self.eh
+        } else {
+            0.0
+        };
+        self.top_k as f64 * g * self.eh * self.f + g * self.h * self.shared_f + latent
     }
 
     /// Model FLOPs of one forward pass per token (no recomputation):
@@ -472,16 +585,12 @@ impl Transformer {
     /// plus the head, the sum Megatron-Bridge's `flop_utils.hybrid_flops` takes (with its
     /// own scan term).
     pub fn forward_flops_per_token(&self) -> f64 {
+        let head = 2.0 * self.v * self.h;
+        let mtp = |module: f64| self.mtp_layers as f64 * (module + 4.0 * self.h * self.h + head);
         if let Some(hy) = &self.hybrid {
-            let w = |f: f64| if self.gated { 3.0 } else { 2.0 } * self.h * f;
-            let c = hy.counts;
-            let core = 2.0 * self.s * self.heads as f64 * (self.attn.qk_d + self.attn.v_d);
-            let mamba = hy.mamba.map_or(0.0, |m| m.forward_flops_per_token(self.h));
-            return c.attention as f64 * (2.0 * self.attn.params(self.h, false) + core)
-                + c.mlp as f64 * 2.0 * w(self.dense_f)
-                + c.moe as f64 * 2.0 * (self.top_k as f64 * w(self.f) + w(self.shared_f))
-                + c.mamba as f64 * mamba
-                + 2.0 * self.v * self.h;
+            return self.hybrid_sum_flops(&hy.counts, hy)
+                + head
+                + mtp(self.hybrid_sum_flops(&hy.mtp, hy));
         }
         let core = self.attention_core_flops_per_token();
         let layer = 2.0 * self.active_matmul_params_per_layer() + core;
@@ -491,9 +600,19 @@ impl Transformer {
         } else {
             0.0
         };
-        let head = 2.0 * self.v * self.h;
-        let mtp = self.mtp_layers as f64 * (layer + 4.0 * self.h * self.h + head);
-        (self.layers as f64 - d) * layer + d * dense + head + mtp
+        (self.layers as f64 - d) * layer + d * dense + head + mtp(layer)
+    }
+
+    /// Forward FLOPs per token of the hybrid layers `c`: `c_*·(2·P_attn + core) +
+    /// c_-·2·w(h, f) + c_E·2·(k·w(eh, f) + w(h, f_shared) + 2·h·ℓ) + c_M·F_mamba`.
+    fn hybrid_sum_flops(&self, c: &LayerCounts, hy: &Hybrid) -> f64 {
+        let g = if self.gated { 3.0 } else { 2.0 };
+        let core = 2.0 * self.s * self.heads as f64 * (self.attn.qk_d + self.attn.v_d);
+        let mamba = hy.mamba.map_or(0.0, |m| m.forward_flops_per_token(self.h));
+        c.attention as f64 * (2.0 * self.attn.params(self.h, false) + core)
+            + c.mlp as f64 * 2.0 * g * self.h * self.dense_f
+            + c.moe as f64 * 2.0 * self.moe_matmul_params()
+            + c.mamba as f64 * mamba
     }
 
     /// FLOPs of the attention core (QKᵀ and attention·V) per token and layer, averaged over
@@ -519,7 +638,7 @@ impl Transformer {
         let at = &self.attn;
         (
             2.0 * self.h * at.kv_heads * at.qk_d + 2.0 * at.heads * at.v_d * self.h,
-            2.0 * self.h * self.f,
+            2.0 * self.eh * self.f,
         )
     }
 }
@@ -549,6 +668,8 @@ mod tests {
             head_dim: None,
             mla: None,
             mtp_layers: 0,
+            mtp_pattern: None,
+            mtp_repeated: false,
             sliding_window: None,
             attention_pattern: None,
             hybrid_pattern: None,
@@ -603,6 +724,8 @@ mod tests {
             head_dim: None,
             mla: None,
             mtp_layers: 0,
+            mtp_pattern: None,
+            mtp_repeated: false,
             sliding_window: None,
             attention_pattern: None,
             hybrid_pattern: None,

@@ -17,7 +17,9 @@ use crate::units::{Bytes, Seconds};
 /// the tokens it holds: with sequence parallelism its `1/t` share of the micro-batch,
 /// gathered over the expert-TP ranks first (each needs them for its weight shard), so
 /// `etp/t` of the tokens (Megatron-core `MoEAlltoAllTokenDispatcher`: all-gather over
-/// ETP, all-to-all over EP; with ETP = TP every rank sends all `b·s/c`).
+/// ETP, all-to-all over EP; with ETP = TP every rank sends all `b·s/c`). A LatentMoE
+/// dispatches its ℓ-wide latent tokens, `ℓ` in place of `h` here and below (Megatron-core
+/// `MoELayer.preprocess`: `fc1_latent_proj` before `dispatch_preprocess`).
 ///
 /// Hierarchical dispatch (`EpDispatch::Hierarchical`: DeepSeek-V3 report §3.2.2, DeepEP)
 /// sends each token across the scale-out network once per destination node, `d` copies
@@ -37,7 +39,7 @@ pub(super) fn ep_comm(c: &Ctx) -> Result<(Seconds, f64)> {
     }
     let share = c.plan.etp as f64 / c.plan.tp as f64;
     let tokens = c.tokens * share * c.plan.moe_imbalance;
-    let bytes = tokens * c.m.top_k as f64 * c.m.h * c.e;
+    let bytes = tokens * c.m.top_k as f64 * c.m.eh * c.e;
     let (inner, outer) = c.place.ep.split_at_dim(c.scale_up_dims);
     if c.plan.ep_dispatch == EpDispatch::Hierarchical && outer.size > 1 {
         let d = nodes_per_token(
@@ -46,7 +48,7 @@ pub(super) fn ep_comm(c: &Ctx) -> Result<(Seconds, f64)> {
             c.m.top_k as f64,
             c.m.max_nodes,
         );
-        let across = tokens * d * c.m.h * c.e;
+        let across = tokens * d * c.m.eh * c.e;
         let t = coll(C::AllToAll, across, &outer, c.coll)?.max(coll(
             C::AllToAll,
             bytes,

@@ -73,10 +73,11 @@ fn linears(n: f64, low: bool) -> Ops {
 ///   GB200 report §2.1.4 and §2.3: 31 router kernels after fusion, router and preprocess
 ///   17 with the DeepEP/HybridEP dispatcher, shared experts captured with them);
 /// - `moe_preprocess`: 5 forward kernels (token counts, their exchange, the host copy,
-///   the permutation map), none backward;
+///   the permutation map), none backward, and a LatentMoE's `h → ℓ` linear layer
+///   (Megatron-core `MoELayer.preprocess`);
 /// - `moe`: dispatch, permute, unpermute and combine (4 each pass), the activation (1),
-///   and each local expert's 2 linear layers by [`linears`] (one GEMM per expert:
-///   Transformer Engine's `GroupedLinear`);
+///   each local expert's 2 linear layers by [`linears`] (one GEMM per expert:
+///   Transformer Engine's `GroupedLinear`), and a LatentMoE's `ℓ → h` linear layer;
 /// - `mamba`: the mixer's 2 projections and its memory-bound kernels.
 pub(crate) fn ops(c: &Ctx, scope: CudaGraphs) -> Ops {
     let m = c.m;
@@ -86,6 +87,13 @@ pub(crate) fn ops(c: &Ctx, scope: CudaGraphs) -> Ops {
     let attn_on = matches!(c.part, Part::Layer | Part::Attention);
     let mlp_on = c.part.mlp_pair();
     let moe = mlp_on && m.experts > 1;
+    // A LatentMoE's `h → ℓ` projection runs in `MoELayer.preprocess` and its `ℓ → h` one
+    // in `postprocess`, after the combine.
+    let latent = if m.latent_params > 0.0 {
+        linears(1.0, low)
+    } else {
+        z
+    };
     match scope {
         CudaGraphs::ATTN if attn_on => {
             let n = if m.attn.mla.is_some() { 5.0 } else { 2.0 };
@@ -111,10 +119,10 @@ pub(crate) fn ops(c: &Ctx, scope: CudaGraphs) -> Ops {
             }
             .plus(shared)
         }
-        CudaGraphs::MOE_PREPROCESS if moe => Ops { fwd: 5.0, bwd: 0.0 },
+        CudaGraphs::MOE_PREPROCESS if moe => Ops { fwd: 5.0, bwd: 0.0 }.plus(latent),
         CudaGraphs::MOE if moe => {
             let local = m.experts as f64 / c.plan.ep as f64;
-            linears(2.0 * local, low).plus(both(5.0))
+            linears(2.0 * local, low).plus(both(5.0)).plus(latent)
         }
         CudaGraphs::MAMBA if c.part == Part::Mamba => {
             let k = super::layer::mamba_kernels(c);
@@ -153,7 +161,8 @@ pub(crate) fn idle(host: Seconds, p: &Pass) -> Seconds {
     (host - gpu(p)).max(Seconds::ZERO)
 }
 
-fn gpu(p: &Pass) -> Seconds {
+/// A pass's GPU time: compute, exposed TP/SP, EP and CP, and interference.
+pub(crate) fn gpu(p: &Pass) -> Seconds {
     p.compute() + p.tp + p.ep + p.cp + p.slow
 }
 

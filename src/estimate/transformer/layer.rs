@@ -50,7 +50,7 @@ pub(super) fn linears<T: Trace>(c: &Ctx, tr: &mut T) -> Linears {
     let g = if m.gated { 2.0 } else { 1.0 };
     // (M, N, K, batch, TP group: 0 attention col, 1 attention row, 2 MLP col, 3 MLP row,
     // 4 router)
-    let mut shapes = [(0.0, 0.0, 0.0, 0.0, 0usize); 10];
+    let mut shapes = [(0.0, 0.0, 0.0, 0.0, 0usize); 12];
     match (c.part, mamba(c)) {
         (Part::Mamba, Some(mb)) => {
             shapes[0] = (c.tokens, mb.in_proj_width(t), m.h, 1.0, 0);
@@ -71,12 +71,19 @@ pub(super) fn linears<T: Trace>(c: &Ctx, tr: &mut T) -> Linears {
         // ways on etp/t of the routed tokens, times the busiest expert's load.
         let etp = c.plan.etp as f64;
         let per_expert = c.tokens * k * ep / e * etp / t * c.plan.moe_imbalance;
-        shapes[5] = (per_expert, g * m.f / etp, m.h, e / ep, 2);
-        shapes[6] = (per_expert, m.h, m.f / etp, e / ep, 3);
+        // LatentMoE: the experts work on eh = ℓ, between `h → ℓ` and `ℓ → h` projections
+        // replicated over TP on the rank's tokens (Megatron-core `MoELayer`:
+        // `fc1_latent_proj`, `fc2_latent_proj`, `parallel_mode="duplicated"`).
+        shapes[5] = (per_expert, g * m.f / etp, m.eh, e / ep, 2);
+        shapes[6] = (per_expert, m.eh, m.f / etp, e / ep, 3);
         shapes[7] = (c.tokens, e, m.h, 1.0, 4);
         if m.shared_f > 0.0 {
             shapes[8] = (c.tokens, g * m.shared_f / t, m.h, 1.0, 2);
             shapes[9] = (c.tokens, m.h, m.shared_f / t, 1.0, 3);
+        }
+        if m.latent_params > 0.0 {
+            shapes[10] = (c.tokens / t, m.eh, m.h, 1.0, 2);
+            shapes[11] = (c.tokens / t, m.h, m.eh, 1.0, 3);
         }
     } else {
         shapes[5] = (c.tokens, g * m.f / t, m.h, 1.0, 2);
@@ -160,7 +167,15 @@ pub(super) fn linears<T: Trace>(c: &Ctx, tr: &mut T) -> Linears {
             } else {
                 ["QKV", "attention projection", "", "", ""]
             };
-            let rest = ["MLP in", "MLP out", "router", "shared MLP in", "shared MLP out"];
+            let rest = [
+                "MLP in",
+                "MLP out",
+                "router",
+                "shared MLP in",
+                "shared MLP out",
+                "latent down (h → ℓ)",
+                "latent up (ℓ → h)",
+            ];
             let name = if i < 5 { attn[i] } else { rest[i - 5] };
             let streams = (i == 5 || i == 6)
                 && c.plan.grouped_gemm == crate::parallel::GroupedGemm::Streams
@@ -413,12 +428,13 @@ fn fused_attention<T: Trace>(
 /// their probability-weighted sum (`2·k·T·h + 2·T·h` bytes): `6·k·T·h + 2·T·h` in two
 /// kernels (Megatron-core `moe_utils.permute` / `unpermute`, fused into one kernel each by
 /// Transformer Engine's `moe_permute`). The backward runs the mirror images: the same bytes.
+/// A LatentMoE permutes its ℓ-wide latent tokens: `ℓ` in place of `h`.
 fn permute_bytes(c: &Ctx) -> (f64, f64) {
     let m = c.m;
     if m.experts <= 1 {
         return (0.0, 0.0);
     }
-    let th = c.tokens * c.plan.etp as f64 / c.plan.tp as f64 * m.h;
+    let th = c.tokens * c.plan.etp as f64 / c.plan.tp as f64 * m.eh;
     (6.0 * m.top_k as f64 * th + 2.0 * th, 2.0)
 }
 

@@ -14,7 +14,7 @@ use crate::units::Seconds;
 /// Whether linear layer `i` of `linears` (0 = the first attention projection: QKV, or
 /// MLA's query down-projection) has an adapter.
 pub(super) fn adapted(c: &Ctx, i: usize) -> bool {
-    c.plan.lora_targets == LoraTargets::All || i == 0
+    (c.plan.lora_targets == LoraTargets::All && i < 10) || i == 0
 }
 
 /// (forward, backward) time of the adapters of a linear layer of shape M×N×K (`batch`

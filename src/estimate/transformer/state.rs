@@ -21,7 +21,9 @@ pub(super) fn stage_params(m: &Transformer, plan: &Plan) -> f64 {
 /// the last (a tied model keeps a copy there whose gradient it all-reduces with the
 /// first's; `language_module.py`, `setup_embeddings_and_output_layer`, in
 /// `megatron/core/models/common/language_module/`). `embedding_params` counts the untied
-/// head beside the input embedding, so with p = 1 it is all on the one stage.
+/// head beside the input embedding, so with p = 1 it is all on the one stage. The MTP
+/// modules sit on the last stage beside the head (Megatron-core builds them in the
+/// post-process stage), [`mtp_params`] of them.
 ///
 /// DualPipe: device `i` holds stage `i` of one direction and stage `p − 1 − i` of the
 /// other (DeepSeek's DualPipe, `examples/example_dualpipe.py`; "parameter 2×", DeepSeek-V3
@@ -33,13 +35,14 @@ pub(super) fn held(m: &Transformer, plan: &Plan) -> (f64, u32) {
     let t = plan.tp as f64;
     let layer = layer_params(m, plan) * t;
     let emb = m.embedding_params / t;
+    let mtp = mtp_params(m, plan);
     if plan.pp == 1 {
-        return (st.first as f64 * layer / t + emb, st.first);
+        return (st.first as f64 * layer / t + emb + mtp, st.first);
     }
     let head = m.v * m.h / t;
     let input = if m.tied { emb } else { emb - head };
     let first = st.first as f64 * layer / t + input;
-    let last = st.last as f64 * layer / t + head;
+    let last = st.last as f64 * layer / t + head + mtp;
     if plan.schedule == crate::parallel::Schedule::DualPipe {
         let pair = st.dualpipe_mid_pair();
         let mid = pair as f64 * layer / t;
@@ -65,6 +68,14 @@ pub(super) fn optimizer_share(plan: &Plan) -> f64 {
     } else {
         1.0
     }
+}
+
+/// Parameters of the MTP modules on one device of the last stage: `Transformer::mtp_params`
+/// with the local routed experts (`E/ep`, split `etp` ways), split over TP.
+pub(super) fn mtp_params(m: &Transformer, plan: &Plan) -> f64 {
+    let t = plan.tp as f64;
+    let routed = m.experts as f64 / plan.ep as f64 * (t / plan.etp as f64);
+    m.mtp_params(routed) / t
 }
 
 /// Parameters of one transformer layer on one device: attention, the local experts'

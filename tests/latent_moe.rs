@@ -1,0 +1,282 @@
+//! LatentMoE and a hybrid model's MTP modules (Nemotron 3 Super, `models/nemotron3-super.toml`):
+//! each term checked against arithmetic done by hand from Megatron-core's layer
+//! (`MoELayer`: `fc1_latent_proj` h → ℓ before the dispatch, `fc2_latent_proj` ℓ → h after
+//! the combine, the routed experts and the token exchange ℓ wide) and from the model's
+//! config (h 4096, ℓ 1024, 512 experts of 2688 with top-22, one shared expert of 5376, 40
+//! Mamba + 8 attention + 40 MoE layers, MTP "*E" at 2 depths with shared weights). Every
+//! tolerance is far below 5 %: a term that moves by 5 % fails its test.
+
+mod common;
+use approx::assert_relative_eq;
+use common::{bin, json, line_after, micros};
+
+/// Nemotron 3 Super on 64 GB300 as Megatron-Bridge's recipe runs it (TP 1, EP 64, one
+/// sequence of 8192 per micro-batch, global batch 512: 8 micro-batches), in BF16 so that a
+/// parameter is 2 bytes, with the recipe's CUDA graphs, plus `extra` (which may set `--tp`
+/// and `--cuda-graphs` instead).
+fn args(model: &str, extra: &[&str]) -> Vec<String> {
+    let mut a: Vec<String> = [
+        "estimate",
+        "--model",
+        model,
+        "--system",
+        "gb300-nvl72",
+        "--gpus",
+        "64",
+        "--ep",
+        "64",
+        "--etp",
+        "1",
+        "--micro-batch",
+        "1",
+        "--global-batch",
+        "512",
+        "--precision",
+        "bf16",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    for (flag, default) in [
+        ("--tp", "1"),
+        ("--cuda-graphs", "attn,mamba,moe_router,moe_preprocess"),
+    ] {
+        if !extra.contains(&flag) {
+            a.extend([flag.to_string(), default.to_string()]);
+        }
+    }
+    a.extend(extra.iter().map(|s| s.to_string()));
+    a
+}
+
+fn run_json(model: &str, extra: &[&str]) -> serde_json::Value {
+    let a = args(model, extra);
+    let refs: Vec<&str> = a.iter().map(String::as_str).collect();
+    json(&refs)
+}
+
+fn explain(model: &str, extra: &[&str]) -> String {
+    let mut a = args(model, extra);
+    a.push("--explain".into());
+    let refs: Vec<&str> = a.iter().map(String::as_str).collect();
+    // Computed whether or not it fits (experts on h need more memory than a GB300 has).
+    common::computed(&refs)
+}
+
+/// The built-in model's TOML with `edit` applied (each pair replaced once, and present).
+fn edited(name: &str, edits: &[(&str, &str)]) -> String {
+    let mut text = common::text(&["show", "model", "nemotron3-super"]);
+    for (from, to) in edits {
+        assert!(text.contains(from), "{from}");
+        text = text.replacen(from, to, 1);
+    }
+    let path = common::tmp("latent_moe").join(format!("{name}.toml"));
+    std::fs::write(&path, text).unwrap();
+    path.to_str().unwrap().to_string()
+}
+
+fn weights(v: &serde_json::Value) -> f64 {
+    v["memory_breakdown"]["weights_bytes"].as_f64().unwrap()
+}
+
+#[test]
+fn parameters_by_hand() {
+    // One device holds every dense weight and 512/64 = 8 experts of each MoE layer:
+    // Mamba 40·109 640 064 (in_proj 4096·18 560, conv 10 240·5, 3·128, norm 8192, out_proj
+    // 8192·4096, pre-norm 4096); attention 8·35 655 680 (4096·4608 + 4096² + 4096); MoE
+    // layer 8·2·1024·2688 (experts on ℓ) + 2·4096·5376 (shared, on h) + 2·4096·1024
+    // (latent projections) + 4096·512 (router) + 4096 = 98 570 240, 40 of them; embeddings
+    // 2·131072·4096 + 4096; the MTP module once (shared weights): attention + MoE layer +
+    // 2·4096² + 2·4096 = 167 788 544. Sum 9 855 192 064, 2 bytes each.
+    let mamba = 40.0 * 109_640_064.0;
+    let attention = 8.0 * 35_655_680.0;
+    let moe_layer = 8.0 * 2.0 * 1024.0 * 2688.0
+        + 2.0 * 4096.0 * 5376.0
+        + 2.0 * 4096.0 * 1024.0
+        + 4096.0 * 512.0
+        + 4096.0;
+    assert_relative_eq!(moe_layer, 98_570_240.0);
+    let mtp = 35_655_680.0 + moe_layer + 2.0 * 4096.0 * 4096.0 + 2.0 * 4096.0;
+    assert_relative_eq!(mtp, 167_788_544.0);
+    let total = mamba + attention + 40.0 * moe_layer + 2.0 * 131072.0 * 4096.0 + 4096.0 + mtp;
+    assert_relative_eq!(total, 9_855_192_064.0);
+    let v = run_json("nemotron3-super", &[]);
+    assert_relative_eq!(weights(&v), 2.0 * total, max_relative = 1e-12);
+    // Without `mtp_repeated` the two depths have a module each: one more.
+    let separate = edited("separate-mtp", &[("mtp_repeated = true\n", "")]);
+    let v = run_json(&separate, &[]);
+    assert_relative_eq!(weights(&v), 2.0 * (total + mtp), max_relative = 1e-12);
+}
+
+#[test]
+fn model_flops_by_hand() {
+    // Forward per token: Mamba 40·(2·109 576 192 + 6 553 600) (projections; the SSD scan
+    // 2·8·128·128 + 128·(4·64·128 + 2·128·64)); attention 8·(2·35 651 584 + 2·8192·32·256);
+    // MoE 40·2·(22·2·1024·2688 + 2·4096·5376 + 2·4096·1024): the 22 experts on ℓ, the
+    // shared expert on h and the two latent projections; head 2·131072·4096; MTP 2·(one
+    // attention and one MoE layer + 4·4096² + the head) = 29 016 195 072. Times 3 × the
+    // 512·8192 tokens of an iteration.
+    let attention = 2.0 * 35_651_584.0 + 2.0 * 8192.0 * 32.0 * 256.0;
+    let moe = 2.0 * (22.0 * 2.0 * 1024.0 * 2688.0 + 2.0 * 4096.0 * 5376.0 + 2.0 * 4096.0 * 1024.0);
+    let head = 2.0 * 131072.0 * 4096.0;
+    let fwd = 40.0 * (2.0 * 109_576_192.0 + 6_553_600.0)
+        + 8.0 * attention
+        + 40.0 * moe
+        + head
+        + 2.0 * (attention + moe + 4.0 * 4096.0 * 4096.0 + head);
+    assert_relative_eq!(fwd, 29_016_195_072.0);
+    let v = run_json("nemotron3-super", &[]);
+    let got = v["model_flops_per_iteration"].as_f64().unwrap();
+    assert_relative_eq!(got, 3.0 * fwd * 512.0 * 8192.0, max_relative = 1e-12);
+}
+
+#[test]
+fn experts_and_projections_have_latent_shapes() {
+    // 8 local experts each take 8192 tokens × 22 copies × 64 ranks / 512 experts = 22 528
+    // tokens of width ℓ = 1024; the projections run once per token on h (replicated over TP: at TP 2
+    // each rank projects its 4096 sequence-parallel tokens).
+    let text = explain("nemotron3-super", &[]);
+    let block = "MoE (E) layers: 40 of 88";
+    assert!(line_after(&text, block, "GEMM MLP in:").contains("M=22528 N=2688 K=1024 ×8 experts"));
+    assert!(line_after(&text, block, "GEMM MLP out:").contains("M=22528 N=1024 K=2688 ×8 experts"));
+    assert!(line_after(&text, block, "latent down (h → ℓ)").contains("M=8192 N=1024 K=4096 ×1"));
+    assert!(line_after(&text, block, "latent up (ℓ → h)").contains("M=8192 N=4096 K=1024 ×1"));
+    assert!(line_after(&text, block, "shared MLP in").contains("M=8192 N=5376 K=4096 ×1"));
+    let tp2 = explain("nemotron3-super", &["--tp", "2"]);
+    assert!(line_after(&tp2, block, "latent down (h → ℓ)").contains("M=4096 N=1024 K=4096 ×1"));
+    assert!(line_after(&tp2, block, "latent up (ℓ → h)").contains("M=4096 N=4096 K=1024 ×1"));
+    // A model without a latent has neither.
+    let plain = edited("no-latent", &[("latent = 1024\n", "")]);
+    let text = explain(&plain, &[]);
+    assert!(!text.contains("latent down"));
+    assert!(line_after(&text, block, "GEMM MLP in:").contains("N=2688 K=4096 ×8 experts"));
+}
+
+#[test]
+fn dispatch_and_permute_move_latent_tokens() {
+    // Each all-to-all moves the rank's 8192 tokens × 22 copies × ℓ = 1024 × 2 bytes =
+    // 369 098 752 B; dispatch and combine, forward and backward: 4 per MoE layer and
+    // micro-batch, over 40 layers and the 2 MTP depths' MoE layer, 8 micro-batches:
+    // 42·4·8·369 098 752 = 496 068 722 688 B.
+    let v = run_json("nemotron3-super", &[]);
+    let ep = v["time_breakdown"]["communication"]["ep"]["bytes_per_device"]
+        .as_f64()
+        .unwrap();
+    assert_relative_eq!(ep, 42.0 * 4.0 * 8.0 * 369_098_752.0, max_relative = 1e-12);
+    // Permute and unpermute: 6·k·T·ℓ + 2·T·ℓ = 6·22·8192·1024 + 2·8192·1024 bytes.
+    let text = explain("nemotron3-super", &[]);
+    let line = line_after(&text, "MoE (E) layers", "MoE permute + unpermute");
+    let want = 6.0 * 22.0 * 8192.0 * 1024.0 + 2.0 * 8192.0 * 1024.0;
+    assert_relative_eq!(want, 1.1241e9, max_relative = 1e-4);
+    assert!(line.contains("1.1241e9 B in 2 kernels"), "{line}");
+}
+
+#[test]
+fn latent_activations_by_hand() {
+    // Per s·b·h (at sequence 4096, so that experts on h fit: 4096·4096 = 16 777 216), an MoE layer keeps its experts' input at 2 bytes
+    // per element of each of the k copies, ℓ/h wide, and the ℓ → h projection's input:
+    // 2·22·¼ + 2·¼ = 11.5, against 2·22 = 44 for experts on h. Over the 40 MoE layers (all
+    // in flight on one stage, micro-batch 1): 40·32.5·16 777 216 bytes fewer.
+    let plain = edited("no-latent-memory", &[("latent = 1024\n", "")]);
+    let act = |m: &str| {
+        run_json(m, &["--seq-len", "4096"])["memory_breakdown"]["activations_bytes"]
+            .as_f64()
+            .unwrap()
+    };
+    let saved = act(&plain) - act("nemotron3-super");
+    assert_relative_eq!(saved, 40.0 * 32.5 * 16_777_216.0, max_relative = 1e-9);
+}
+
+#[test]
+fn latent_projections_are_launched_by_the_host() {
+    // Uncaptured (`--cuda-graphs none`), an MoE layer's host operations gain the two
+    // projections as Transformer Engine linear layers: 2·2.7 forward, 2·2·2.7 backward in
+    // BF16 (docs/modern-training.md, host launch).
+    let ops = |m: &str| {
+        let text = explain(m, &["--cuda-graphs", "none"]);
+        let line = line_after(&text, "MoE (E) layers", "  host (");
+        let num = |key: &str| -> f64 {
+            let part = line.split(key).nth(1).unwrap().trim_start();
+            part.split(' ').next().unwrap().parse().unwrap()
+        };
+        (num("forward"), num("backward"))
+    };
+    let plain = edited("no-latent-host", &[("latent = 1024\n", "")]);
+    let (lf, lb) = ops("nemotron3-super");
+    let (pf, pb) = ops(&plain);
+    assert_relative_eq!(lf - pf, 2.0 * 2.7, max_relative = 1e-3);
+    assert_relative_eq!(lb - pb, 2.0 * 2.0 * 2.7, max_relative = 1e-3);
+}
+
+#[test]
+fn mtp_modules_add_their_layers_and_a_head_to_the_last_stage() {
+    // The one stage's time per micro-batch grows by 2·(T_* + T_E + T_head) forward and
+    // backward, each from the explain's own layer and head lines.
+    let text = explain("nemotron3-super", &[]);
+    let total = |block: &str| {
+        let l = line_after(&text, block, "layer total");
+        micros(&l, "forward") + micros(&l, "backward")
+    };
+    let attention = total("attention (*) layers");
+    let moe = total("MoE (E) layers");
+    let logits = line_after(&text, "mean layer", "logits GEMM");
+    let gemm = logits.split(';').next().unwrap();
+    let head = micros(gemm, "fwd") + micros(gemm, "bwd");
+    let ce = line_after(&text, "mean layer", "cross-entropy");
+    let loss = {
+        let tail = ce.split("): ").nth(1).unwrap();
+        micros(tail, "fwd") + micros(tail, "bwd")
+    };
+    let stage = |t: &str| {
+        micros(
+            &line_after(t, "stages:", "stages:"),
+            "slowest stage per micro-batch",
+        )
+    };
+    let none = edited(
+        "no-mtp",
+        &[
+            ("mtp_layers = 2\n", ""),
+            ("mtp_pattern = \"*E\"\n", ""),
+            ("mtp_repeated = true\n", ""),
+        ],
+    );
+    let without = explain(&none, &[]);
+    let grown = stage(&text) - stage(&without);
+    assert_relative_eq!(
+        grown,
+        2.0 * (attention + moe + head + loss),
+        max_relative = 2e-3
+    );
+}
+
+#[test]
+fn mtp_settings_are_checked() {
+    let bad = |name: &str, edits: &[(&str, &str)], needle: &str| {
+        let path = edited(name, edits);
+        let out = bin().args(args(&path, &[])).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{name}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(needle), "{name}: {err}");
+    };
+    bad(
+        "mtp-no-pattern",
+        &[("mtp_pattern = \"*E\"\n", "")],
+        "transformer.mtp_layers",
+    );
+    bad(
+        "mtp-unused",
+        &[("mtp_layers = 2\n", "")],
+        "transformer.mtp_pattern",
+    );
+    bad(
+        "mtp-kind",
+        &[("mtp_pattern = \"*E\"", "mtp_pattern = \"*-\"")],
+        "transformer.mtp_pattern",
+    );
+    bad(
+        "mtp-symbol",
+        &[("mtp_pattern = \"*E\"", "mtp_pattern = \"*X\"")],
+        "character 2 ('X')",
+    );
+}
