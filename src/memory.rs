@@ -207,6 +207,34 @@ pub fn layer_activation_bytes(m: &Transformer, plan: &Plan, dropout: bool) -> f6
     sbh * (replicated / split_by(plan.sp) + latents + split / t + scores / t)
 }
 
+/// Activations of one micro-batch's MTP modules (`mtp_layers` depths, on the last stage):
+/// each depth keeps what the model's own layers keep, one transformer layer
+/// ([`layer_activation_bytes`]), or a hybrid model's `mtp_pattern` layers at their kinds'
+/// terms (the pattern's mean × its length). The depth's `2h → h` projection input and its two
+/// norms (`MultiTokenPredictionLayer`: `enorm`, `hnorm`, `eh_proj`) are not counted: `4 +
+/// 2·q` per `s·b·h` beside a layer's tens.
+pub fn mtp_activation_bytes(m: &Transformer, plan: &Plan, dropout: bool) -> f64 {
+    if m.mtp_layers == 0 {
+        return 0.0;
+    }
+    let per_depth = match &m.hybrid {
+        Some(hy) => {
+            let n = hy.mtp.total();
+            let module = Transformer {
+                layers: n,
+                hybrid: Some(crate::model::Hybrid {
+                    counts: hy.mtp,
+                    ..*hy
+                }),
+                ..*m
+            };
+            layer_activation_bytes(&module, plan, dropout) * n as f64
+        }
+        None => layer_activation_bytes(m, plan, dropout),
+    };
+    m.mtp_layers as f64 * per_depth
+}
+
 /// torchtitan's per-op checkpointing (`Recompute::Op`), bytes per `s·b·h` of one layer: the
 /// block's input (2 B, the checkpoint's), and the outputs of the operations the policy
 /// saves, in 16-bit: the query and value projections (`wq`, `wv`: `2·(a·d_qk + kv·d_v)`),

@@ -12,8 +12,8 @@ use common::{bin, json, line_after, micros};
 
 /// Nemotron 3 Super on 64 GB300 as Megatron-Bridge's recipe runs it (TP 1, EP 64, one
 /// sequence of 8192 per micro-batch, global batch 512: 8 micro-batches), in BF16 so that a
-/// parameter is 2 bytes, with the recipe's CUDA graphs, plus `extra` (which may set `--tp`
-/// and `--cuda-graphs` instead).
+/// parameter is 2 bytes, with the recipe's CUDA graphs, plus `extra` (which may set `--tp`,
+/// `--ep` and `--cuda-graphs` instead).
 fn args(model: &str, extra: &[&str]) -> Vec<String> {
     let mut a: Vec<String> = [
         "estimate",
@@ -22,8 +22,6 @@ fn args(model: &str, extra: &[&str]) -> Vec<String> {
         "--system",
         "gb300-nvl72",
         "--gpus",
-        "64",
-        "--ep",
         "64",
         "--etp",
         "1",
@@ -39,6 +37,7 @@ fn args(model: &str, extra: &[&str]) -> Vec<String> {
     .collect();
     for (flag, default) in [
         ("--tp", "1"),
+        ("--ep", "64"),
         ("--cuda-graphs", "attn,mamba,moe_router,moe_preprocess"),
     ] {
         if !extra.contains(&flag) {
@@ -175,8 +174,9 @@ fn dispatch_and_permute_move_latent_tokens() {
 fn latent_activations_by_hand() {
     // Per s·b·h (at sequence 4096, so that experts on h fit: 4096·4096 = 16 777 216), an MoE layer keeps its experts' input at 2 bytes
     // per element of each of the k copies, ℓ/h wide, and the ℓ → h projection's input:
-    // 2·22·¼ + 2·¼ = 11.5, against 2·22 = 44 for experts on h. Over the 40 MoE layers (all
-    // in flight on one stage, micro-batch 1): 40·32.5·16 777 216 bytes fewer.
+    // 2·22·¼ + 2·¼ = 11.5, against 2·22 = 44 for experts on h. Over the 40 MoE layers and
+    // the MoE layer of each of the 2 MTP depths (all in flight on one stage, micro-batch 1):
+    // 42·32.5·16 777 216 bytes fewer.
     let plain = edited("no-latent-memory", &[("latent = 1024\n", "")]);
     let act = |m: &str| {
         run_json(m, &["--seq-len", "4096"])["memory_breakdown"]["activations_bytes"]
@@ -184,7 +184,7 @@ fn latent_activations_by_hand() {
             .unwrap()
     };
     let saved = act(&plain) - act("nemotron3-super");
-    assert_relative_eq!(saved, 40.0 * 32.5 * 16_777_216.0, max_relative = 1e-9);
+    assert_relative_eq!(saved, 42.0 * 32.5 * 16_777_216.0, max_relative = 1e-9);
 }
 
 #[test]
@@ -278,5 +278,45 @@ fn mtp_settings_are_checked() {
         "mtp-symbol",
         &[("mtp_pattern = \"*E\"", "mtp_pattern = \"*X\"")],
         "character 2 ('X')",
+    );
+}
+
+#[test]
+fn mtp_activations_by_hand() {
+    // Without a pipeline the one stage holds the two MTP depths' layers for its micro-batch.
+    // Per s·b·h (8192·4096 = 33 554 432) in BF16 at TP 1, fused attention: every layer keeps
+    // its pre-norm's input and output (2 + 2); the attention layer its block, 4 + 4·kv/a =
+    // 4 + 4·2/32 = 4.25; the MoE layer its 22 experts' FC1 output and activation (2 + 2)·2688/4096
+    // each, the shared expert's (2 + 2)·5376/4096, and the latent inputs 2·22·¼ + 2·¼:
+    // per depth (4 + 4.25) + (4 + 57.75 + 5.25 + 11.5) = 86.75, two depths 173.5.
+    let per_depth = (4.0 + 4.0 + 4.0 * 2.0 / 32.0)
+        + (4.0 + 4.0 * 2688.0 / 4096.0 * 22.0 + 4.0 * 5376.0 / 4096.0 + 11.5);
+    assert_relative_eq!(per_depth, 86.75);
+    let act = |m: &str, extra: &[&str]| {
+        run_json(m, extra)["memory_breakdown"]["activations_bytes"]
+            .as_f64()
+            .unwrap()
+    };
+    let none = edited(
+        "no-mtp-memory",
+        &[
+            ("mtp_layers = 2\n", ""),
+            ("mtp_pattern = \"*E\"\n", ""),
+            ("mtp_repeated = true\n", ""),
+        ],
+    );
+    let grown = act("nemotron3-super", &[]) - act(&none, &[]);
+    assert_relative_eq!(grown, 2.0 * per_depth * 33_554_432.0, max_relative = 1e-9);
+    // With a pipeline the first stage, whose memory is reported, holds none of them.
+    let pp2 = ["--pp", "2", "--ep", "32"];
+    assert_relative_eq!(
+        act("nemotron3-super", &pp2),
+        act(&none, &pp2),
+        max_relative = 1e-12
+    );
+    let text = explain("nemotron3-super", &[]);
+    assert!(
+        text.contains("+ the 2 MTP depths'"),
+        "explain names the MTP term"
     );
 }

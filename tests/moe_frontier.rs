@@ -925,7 +925,7 @@ fn moe_layers_keep_their_routed_copies() {
 /// (h 7168; 128 heads, query/key 128 + 64 rotary, value 128; latents 1536 and 512; 256
 /// experts of 2048, top-8, one shared expert of 2048), BF16, TP 1, flash attention, one
 /// sequence of 4096 on 64 GPUs with EP 64 (all 61 layers on one stage, counted as MoE
-/// layers); bytes per `s·b·h` per layer:
+/// layers, and the MTP module's MoE layer beside them: 62); bytes per `s·b·h` per layer:
 /// - no recomputation: norms 2·(2 + 2) = 8; latents (2 + 2)·(1536 + 512)/7168 and the
 ///   rotary key 2·64/7168; query, key and value 2·(128·192 + 128·(192 + 128))/7168; the
 ///   attention output 2·128·128/7168; experts' SwiGLU (4 + 2)·2048/7168·8; the shared
@@ -943,7 +943,7 @@ fn mla_activations_and_recompute_modules_by_hand() {
         let line = format!("{base} {extra}");
         estimate_json(&line.split_whitespace().collect::<Vec<_>>())
     };
-    let sbh = 61.0 * 4096.0 * 7168.0;
+    let sbh = 62.0 * 4096.0 * 7168.0;
     let h = 7168.0;
     let latents = (4.0 * (1536.0 + 512.0) + 2.0 * 64.0) / h;
     let qkv = 2.0 * (128.0 * 192.0 + 128.0 * 320.0) / h;

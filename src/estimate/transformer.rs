@@ -967,8 +967,17 @@ fn explain_summary<T: Trace>(
     });
     tr.line(|| {
         let (rank, layers, lmb) = memory::peak_stage(plan);
+        let mtp = if plan.pp == 1 && m.mtp_layers > 0 {
+            format!(
+                " + the {} MTP depths' {} / cp",
+                m.mtp_layers,
+                Bytes::new(memory::mtp_activation_bytes(m, plan, m.bias))
+            )
+        } else {
+            String::new()
+        };
         format!(
-            "activations = per layer {} / cp × layer-micro-batches in flight on pipeline rank {rank} ({layers} layers × {:.3}) = {} (Korthikanti et al. 2022 Eq. 1-6; Megatron-core's interleaved warm-up)",
+            "activations = per layer {} / cp × layer-micro-batches in flight on pipeline rank {rank} ({layers} layers × {:.3}){mtp} = {} (Korthikanti et al. 2022 Eq. 1-6; Megatron-core's interleaved warm-up)",
             Bytes::new(memory::layer_activation_bytes(m, plan, m.bias)),
             lmb / layers as f64,
             mem.activations

@@ -227,7 +227,14 @@ pub(super) fn stage_memory(c: &Ctx, params: f64, trainable: f64, plan: &Plan) ->
         states[0] = (states[0] - copies * w).max(0.0);
     }
     let per_layer = memory::layer_activation_bytes(c.m, plan, c.m.bias) / plan.cp as f64;
-    let acts = per_layer * memory::peak_stage(plan).2;
+    // Without a pipeline the one stage also holds the MTP modules' activations (one
+    // micro-batch in flight); with one, the first stage (whose memory this is) holds none.
+    let mtp = if plan.pp == 1 {
+        memory::mtp_activation_bytes(c.m, plan, c.m.bias) / plan.cp as f64
+    } else {
+        0.0
+    };
+    let acts = per_layer * memory::peak_stage(plan).2 + mtp;
     let logits = if plan.pp == 1 {
         c.tokens * c.m.v / plan.tp as f64 * 4.0
     } else {
