@@ -101,6 +101,15 @@ fn parameters_by_hand() {
     assert_relative_eq!(total, 9_855_192_064.0);
     let v = run_json("nemotron3-super", &[]);
     assert_relative_eq!(weights(&v), 2.0 * total, max_relative = 1e-12);
+    // The whole model: 120 668 687 360 in its 88 layers and embeddings (the card's 120B),
+    // 123 611 008 000 with the MTP module (docs/presets.md).
+    let whole_mtp = 35_655_680.0 + 2_873_102_336.0 + 2.0 * 4096.0 * 4096.0 + 2.0 * 4096.0;
+    assert_relative_eq!(whole_mtp, 2_942_320_640.0);
+    assert_relative_eq!(
+        total_params("nemotron3-super"),
+        120_668_687_360.0 + whole_mtp,
+        max_relative = 1e-12
+    );
     // Without `mtp_repeated` the two depths have a module each: one more.
     let separate = edited("separate-mtp", &[("mtp_repeated = true\n", "")]);
     let v = run_json(&separate, &[]);
@@ -318,5 +327,92 @@ fn mtp_activations_by_hand() {
     assert!(
         text.contains("+ the 2 MTP depths'"),
         "explain names the MTP term"
+    );
+}
+
+/// Qwen3-30B-A3B (h 2048, 128 experts of 768, top-8, dense MLP 6144) made a LatentMoE with ℓ =
+/// 1024, edited as `edits` say, on 8 B200 with EP 8 (16 local experts), sequence 2048,
+/// global batch 8, BF16: (the model's parameters, model FLOPs per iteration).
+fn qwen_latent(name: &str, edits: &[(&str, &str)]) -> (f64, f64) {
+    let mut text = common::text(&["show", "model", "qwen3-30b-a3b"]);
+    text = text.replacen(
+        "expert_ffn_hidden = 768",
+        "expert_ffn_hidden = 768\nlatent = 1024",
+        1,
+    );
+    for (from, to) in edits {
+        assert!(text.contains(from), "{from}");
+        text = text.replacen(from, to, 1);
+    }
+    let path = common::tmp("latent_moe").join(format!("{name}.toml"));
+    std::fs::write(&path, text).unwrap();
+    let v = json(&[
+        "estimate",
+        "--model",
+        path.to_str().unwrap(),
+        "--system",
+        "dgx-b200",
+        "--gpus",
+        "8",
+        "--ep",
+        "8",
+        "--seq-len",
+        "2048",
+        "--global-batch",
+        "8",
+        "--precision",
+        "bf16",
+    ]);
+    (
+        total_params(path.to_str().unwrap()),
+        v["model_flops_per_iteration"].as_f64().unwrap(),
+    )
+}
+
+/// The model's parameters, all of them (the library's count).
+fn total_params(model: &str) -> f64 {
+    let m = astrolabe::catalog::model(model).unwrap();
+    m.transformer().expect("a transformer").params()
+}
+
+#[test]
+fn dense_first_layers_of_a_latent_model_have_no_latent() {
+    // A dense first layer replaces an MoE layer: parameters 3·2048·6144 for its MLP against
+    // 128·3·1024·768 experts on ℓ, 2·2048·1024 projections and the 2048·128 router:
+    // 37 748 736 − 301 989 888 − 4 194 304 − 262 144 = −268 697 600. Forward FLOPs
+    // per token 2·(3·2048·6144 − 8·3·1024·768 − 2·2048·1024) = 29 360 128, × 3 × 8·2048.
+    let (p0, f0) = qwen_latent("qwen-latent", &[]);
+    let (p1, f1) = qwen_latent(
+        "qwen-latent-dense1",
+        &[(
+            "[transformer.moe]\n",
+            "[transformer.moe]\ndense_layers = 1\n",
+        )],
+    );
+    assert_relative_eq!(p1 - p0, -268_697_600.0, max_relative = 1e-9);
+    assert_relative_eq!(
+        f1 - f0,
+        29_360_128.0 * 3.0 * 8.0 * 2048.0,
+        max_relative = 1e-9
+    );
+}
+
+#[test]
+fn an_mtp_layer_of_a_latent_model_has_the_latent_experts() {
+    // The MTP module's MoE layer is the model's: its local experts on ℓ and its two
+    // projections. Against experts on h, the module differs by 128·3·768·(1024 − 2048) +
+    // 2·2048·1024 = −297 795 584 parameters, as the model's other layers do.
+    let mtp = ("bias = false\n", "bias = false\nmtp_layers = 1\n");
+    let no_latent = ("latent = 1024\n", "");
+    let (with_mtp, _) = qwen_latent("qwen-latent-mtp", &[mtp]);
+    let (without, _) = qwen_latent("qwen-latent-nomtp", &[]);
+    let (h_mtp, _) = qwen_latent("qwen-h-mtp", &[mtp, no_latent]);
+    let (h_without, _) = qwen_latent("qwen-h-nomtp", &[no_latent]);
+    let module_latent = with_mtp - without;
+    let module_h = h_mtp - h_without;
+    assert_relative_eq!(
+        module_latent - module_h,
+        -297_795_584.0,
+        max_relative = 1e-9
     );
 }
