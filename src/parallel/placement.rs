@@ -339,6 +339,93 @@ mod tests {
         assert!(e.contains("must divide tp·cp·dp"), "{e}");
     }
 
+    /// (topology index, extent) of each spanned dimension.
+    fn extents(s: &Span) -> Vec<(u8, u32)> {
+        (0..s.n).map(|i| (s.index[i], s.dims[i].size)).collect()
+    }
+
+    fn place_cp(tp: u32, cp: u32, gpus: u32) -> Result<Placement> {
+        let m = catalog::model("gpt3-175b")?;
+        let s = catalog::system("dgx-a100")?.with_gpus(gpus)?;
+        let spec = PlanSpec {
+            tp,
+            cp,
+            ..PlanSpec::default()
+        };
+        let plan = Plan::new(&spec, &m, gpus)?;
+        Placement::new(&plan, s.topology.dims())
+    }
+
+    #[test]
+    fn dp_with_cp_joins_the_cp_and_dp_extents() {
+        // 2 nodes × 8, TP 1, CP 2, DP 16/2 = 8. CP takes 2 of the node (4 left); DP 8 takes
+        // those 4 and the 2 nodes. CP × DP = 16 ranks: 2·4 = 8 on the node, 2 nodes.
+        let p = place_cp(1, 2, 16).unwrap();
+        assert_eq!(extents(&p.cp), vec![(0, 2)]);
+        assert_eq!(extents(&p.dp), vec![(0, 4), (1, 2)]);
+        let g = p.dp_with_cp();
+        assert_eq!((g.size, extents(&g)), (16, vec![(0, 8), (1, 2)]));
+        // 4 nodes × 8, TP 8 fills the node; CP 2 and then DP 32/16 = 2 share the 4 nodes:
+        // one dimension of 2·2 = 4 nodes, not two entries for the same dimension.
+        let p = place_cp(8, 2, 32).unwrap();
+        assert_eq!(
+            (extents(&p.cp), extents(&p.dp)),
+            (vec![(1, 2)], vec![(1, 2)])
+        );
+        let g = p.dp_with_cp();
+        assert_eq!((g.size, extents(&g)), (4, vec![(1, 4)]));
+    }
+
+    #[test]
+    fn tp_pp_dp_order_places_dp_after_the_stages() {
+        // 4 nodes × 8, order tp-pp-dp, TP 8, PP 2, dense (EP 1, an empty span): PP takes
+        // 2 of the 4 nodes and DP 32/16 = 2 the other 2; DP is the rest of DP alone.
+        let m = catalog::model("gpt3-175b").unwrap();
+        let s = catalog::system("dgx-a100").unwrap().with_gpus(32).unwrap();
+        let spec = PlanSpec {
+            tp: 8,
+            pp: 2,
+            order: Order::TpPpDp,
+            ..PlanSpec::default()
+        };
+        let plan = Plan::new(&spec, &m, 32).unwrap();
+        let p = Placement::new(&plan, s.topology.dims()).unwrap();
+        assert_eq!((extents(&p.pp), p.ep.n), (vec![(1, 2)], 0));
+        assert_eq!((p.dp.size, extents(&p.dp)), (2, vec![(1, 2)]));
+        assert_eq!(p.edp, p.dp);
+    }
+
+    #[test]
+    fn a_group_across_dimensions_takes_whole_remainders() {
+        // A group of 12 on 8 × 4: 12 is not a multiple of the 8, nor does it divide 8.
+        let dims = [8, 4].map(|size| Dim { size, ..Span::PAD });
+        let mut c = Cursor {
+            dims: &dims,
+            at: 0,
+            left: 8,
+        };
+        let e = c.take(12, "dp").unwrap_err().to_string();
+        assert!(
+            e.contains("does not align with dimension 0 of size 8"),
+            "{e}"
+        );
+        // A group of 16 is the 8 and 2 of the 4.
+        let mut c = Cursor {
+            dims: &dims,
+            at: 0,
+            left: 8,
+        };
+        assert_eq!(extents(&c.take(16, "dp").unwrap()), vec![(0, 8), (1, 2)]);
+        // A dimension of size 1 in between is crossed, not spanned: 8 = 2 × 4 on 2 × 1 × 4.
+        let dims = [2, 1, 4].map(|size| Dim { size, ..Span::PAD });
+        let mut c = Cursor {
+            dims: &dims,
+            at: 0,
+            left: 2,
+        };
+        assert_eq!(extents(&c.take(8, "dp").unwrap()), vec![(0, 2), (2, 4)]);
+    }
+
     #[test]
     fn misaligned_group_is_an_error() {
         // TP 3 does not divide the 8-GPU NVSwitch dimension (96 heads are divisible by 3).

@@ -126,7 +126,14 @@ impl Stages {
     fn ends(layers: u32, pp: u32, first: Option<u32>, last: Option<u32>) -> Result<Stages> {
         let given = first.unwrap_or(0) + last.unwrap_or(0);
         let others = pp - u32::from(first.is_some()) - u32::from(last.is_some());
-        if given >= layers || (others == 0 && given != layers) {
+        // With stages left the ends leave them at least one layer; with none (two stages,
+        // both given) the ends hold every layer.
+        let split = if others == 0 {
+            given == layers
+        } else {
+            given < layers
+        };
+        if !split {
             return Err(bad(
                 "first_stage_layers/last_stage_layers",
                 format!("{given} layers on the end stages do not leave a valid split of {layers}"),
@@ -248,5 +255,47 @@ mod tests {
         assert_eq!(pair(20, 8), 6);
         assert_eq!(pair(32, 4), 16);
         assert_eq!(pair(32, 2), 0);
+    }
+
+    /// End-stage counts that leave no valid split are refused, however they fail.
+    #[test]
+    fn end_stage_counts_that_leave_no_split_are_refused() {
+        let ends = |first, last| SplitSpec {
+            first,
+            last,
+            ..SplitSpec::default()
+        };
+        // 10 + 10 = 20 layers on the ends of 16: more than the model has, although one
+        // middle stage is left to take the rest.
+        assert!(Stages::new(16, 3, &ends(Some(10), Some(10))).is_err());
+        // Two stages, both given: 4 + 4 = 8 of the 16 layers, and no stage for the other 8.
+        assert!(Stages::new(16, 2, &ends(Some(4), Some(4))).is_err());
+    }
+
+    /// Two stages with both ends given are a split when the ends hold every layer: 6 + 10
+    /// of 16 (Megatron-LM accepts `--decoder-first-pipeline-num-layers 6
+    /// --decoder-last-pipeline-num-layers 10` on 2 stages).
+    #[test]
+    fn two_given_ends_that_hold_every_layer_are_a_split() {
+        let s = SplitSpec {
+            first: Some(6),
+            last: Some(10),
+            ..SplitSpec::default()
+        };
+        assert_eq!(split(16, 2, s), (6, 0, 0, 10));
+    }
+
+    /// Two stages have no middle stage: the first given, the last takes the rest.
+    #[test]
+    fn two_stages_with_the_first_given_have_no_middle() {
+        let s = SplitSpec {
+            first: Some(6),
+            ..SplitSpec::default()
+        };
+        // 16 − 6 = 10 on the last stage; mid_max and mid_sum 0 (no stage between).
+        assert_eq!(split(16, 2, s.clone()), (6, 0, 0, 10));
+        // The busiest stage holds 10, the pair of middles is empty.
+        let st = Stages::new(16, 2, &s).unwrap();
+        assert_eq!((st.max_layers(), st.dualpipe_mid_pair()), (10, 0));
     }
 }
