@@ -416,3 +416,23 @@ fn an_mtp_layer_of_a_latent_model_has_the_latent_experts() {
         max_relative = 1e-9
     );
 }
+
+#[test]
+fn a_transformers_mtp_module_is_one_layer_a_projection_and_two_norms() {
+    // DeepSeek-V3 (h 7168, 61 layers, one MTP module): what the MTP module adds to the whole
+    // model, less what one more MoE layer adds, is the module's 2h × h projection and its two
+    // norms: 2·7168² + 2·7168 = 102 774 784.
+    let shown = common::text(&["show", "model", "deepseek-v3"]);
+    assert!(shown.contains("layers = 61\n") && shown.contains("mtp_layers = 1\n"));
+    let variant = |name: &str, layers: &str, mtp: &str| {
+        let text = shown
+            .replacen("layers = 61\n", &format!("layers = {layers}\n"), 1)
+            .replacen("mtp_layers = 1\n", &format!("mtp_layers = {mtp}\n"), 1);
+        let path = common::tmp("latent_moe").join(format!("{name}.toml"));
+        std::fs::write(&path, text).unwrap();
+        total_params(path.to_str().unwrap())
+    };
+    let module = variant("dsv3-mtp1", "61", "1") - variant("dsv3-mtp0", "61", "0");
+    let layer = variant("dsv3-62", "62", "0") - variant("dsv3-mtp0b", "61", "0");
+    assert_relative_eq!(module - layer, 102_774_784.0, max_relative = 1e-9);
+}
