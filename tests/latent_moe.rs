@@ -110,6 +110,24 @@ fn parameters_by_hand() {
         120_668_687_360.0 + whole_mtp,
         max_relative = 1e-12
     );
+    // At TP 2 (ETP 1) a device keeps its 8 local experts whole and the latent projections
+    // whole (replicated over TP), and half of the rest: Mamba 40·109 640 064/2, attention
+    // 8·35 655 680/2, MoE layer 8·2·1024·2688 + (2·4096·5376 + 4096·512 + 4096)/2 +
+    // 2·4096·1024 = 75 499 520, embeddings (2·131072·4096 + 4096)/2, the MTP module
+    // (35 655 680 + 16·2·1024·2688 + 2·4096·5376 + 2·4096·1024 + 4096·512 + 4096 + 2·4096² +
+    // 2·4096)/2 + 2·4096·1024/2 = 110 108 672: 6 002 386 432.
+    let moe_tp2 = 8.0 * 2.0 * 1024.0 * 2688.0
+        + (2.0 * 4096.0 * 5376.0 + 4096.0 * 512.0 + 4096.0) / 2.0
+        + 2.0 * 4096.0 * 1024.0;
+    assert_relative_eq!(moe_tp2, 75_499_520.0);
+    let tp2 = mamba / 2.0
+        + attention / 2.0
+        + 40.0 * moe_tp2
+        + (2.0 * 131072.0 * 4096.0 + 4096.0) / 2.0
+        + 110_108_672.0;
+    assert_relative_eq!(tp2, 6_002_386_432.0);
+    let v = run_json("nemotron3-super", &["--tp", "2"]);
+    assert_relative_eq!(weights(&v), 2.0 * tp2, max_relative = 1e-12);
     // Without `mtp_repeated` the two depths have a module each: one more.
     let separate = edited("separate-mtp", &[("mtp_repeated = true\n", "")]);
     let v = run_json(&separate, &[]);
@@ -334,6 +352,12 @@ fn mtp_activations_by_hand() {
 /// 1024, edited as `edits` say, on 8 B200 with EP 8 (16 local experts), sequence 2048,
 /// global batch 8, BF16: (the model's parameters, model FLOPs per iteration).
 fn qwen_latent(name: &str, edits: &[(&str, &str)]) -> (f64, f64) {
+    let (params, flops, _) = qwen_latent_device(name, edits);
+    (params, flops)
+}
+
+/// [`qwen_latent`] and the parameters one device holds (its weights at 2 bytes).
+fn qwen_latent_device(name: &str, edits: &[(&str, &str)]) -> (f64, f64, f64) {
     let mut text = common::text(&["show", "model", "qwen3-30b-a3b"]);
     text = text.replacen(
         "expert_ffn_hidden = 768",
@@ -366,6 +390,7 @@ fn qwen_latent(name: &str, edits: &[(&str, &str)]) -> (f64, f64) {
     (
         total_params(path.to_str().unwrap()),
         v["model_flops_per_iteration"].as_f64().unwrap(),
+        weights(&v) / 2.0,
     )
 }
 
@@ -435,4 +460,13 @@ fn a_transformers_mtp_module_is_one_layer_a_projection_and_two_norms() {
     let module = variant("dsv3-mtp1", "61", "1") - variant("dsv3-mtp0", "61", "0");
     let layer = variant("dsv3-62", "62", "0") - variant("dsv3-mtp0b", "61", "0");
     assert_relative_eq!(module - layer, 102_774_784.0, max_relative = 1e-9);
+}
+
+#[test]
+fn a_device_holds_its_latent_experts_and_the_projections() {
+    // Qwen3-30B-A3B at EP 8, TP 1: per layer the 16 local experts on ℓ instead of h and the
+    // two projections, 16·3·768·(1024 − 2048) + 2·2048·1024 = −33 554 432, over 48 layers.
+    let (_, _, latent) = qwen_latent_device("qwen-latent-device", &[]);
+    let (_, _, plain) = qwen_latent_device("qwen-h-device", &[("latent = 1024\n", "")]);
+    assert_relative_eq!(latent - plain, -33_554_432.0 * 48.0, max_relative = 1e-9);
 }

@@ -71,28 +71,47 @@ pub(super) fn optimizer_share(plan: &Plan) -> f64 {
 }
 
 /// Parameters of the MTP modules on one device of the last stage: `Transformer::mtp_params`
-/// with the local routed experts (`E/ep`, split `etp` ways), split over TP.
+/// with the local routed experts (`E/ep`, split `etp` ways), split over TP, but for a
+/// LatentMoE's projections, which every TP rank holds whole ([`latent_replicated`]): per
+/// weight copy, one per MoE layer of the module.
 pub(super) fn mtp_params(m: &Transformer, plan: &Plan) -> f64 {
     let t = plan.tp as f64;
     let routed = m.experts as f64 / plan.ep as f64 * (t / plan.etp as f64);
-    m.mtp_params(routed) / t
+    let copies = match (m.mtp_layers, m.mtp_shared) {
+        (0, _) => 0.0,
+        (_, true) => 1.0,
+        (n, false) => n as f64,
+    };
+    let moe = m.hybrid.map_or(1.0, |hy| hy.mtp.moe as f64);
+    m.mtp_params(routed) / t + copies * moe * latent_replicated(m, t)
+}
+
+/// What a LatentMoE layer's two projections add on a device beyond an even split over TP:
+/// they are replicated (Megatron-core `MoELayer`: `parallel_mode="duplicated"`), so each
+/// rank holds `2·h·ℓ` whole, `(1 − 1/t)` of it beyond `P/t`. Zero without a latent.
+fn latent_replicated(m: &Transformer, t: f64) -> f64 {
+    m.latent_params * (1.0 - 1.0 / t)
 }
 
 /// Parameters of one transformer layer on one device: attention, the local experts'
-/// MLPs (E/ep of them, split etp ways), shared experts and norms, split over TP.
+/// MLPs (E/ep of them, split etp ways), shared experts and norms, split over TP, and a
+/// LatentMoE's projections whole ([`latent_replicated`]).
 /// A hybrid model's layer is the mean over its pattern (`Transformer::hybrid_layer_params`
 /// with the local routed experts).
 pub(super) fn layer_params(m: &Transformer, plan: &Plan) -> f64 {
     let t = plan.tp as f64;
     if let Some(hy) = &m.hybrid {
         let routed = m.experts as f64 / plan.ep as f64 * (t / plan.etp as f64);
-        return m.hybrid_layer_params(hy, routed) / t;
+        let moe = hy.counts.moe as f64 / m.layers as f64;
+        return m.hybrid_layer_params(hy, routed) / t + moe * latent_replicated(m, t);
     }
     (m.attn_params
         + m.experts as f64 / plan.ep as f64 * m.mlp_params * (t / plan.etp as f64)
         + m.shared_params
+        + m.latent_params
         + m.other_layer_params)
         / t
+        + latent_replicated(m, t)
 }
 
 /// Parameters of one layer on one device that belong to routed experts: the `E/ep` local
