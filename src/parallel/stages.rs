@@ -272,6 +272,35 @@ mod tests {
         assert!(Stages::new(16, 2, &ends(Some(4), Some(4))).is_err());
     }
 
+    /// `L mod p = p − 1` extra layers: the `p − 2` middle stages take one each and the last
+    /// the one left; the first never does (15 on 4: 3, 4 + 4, 4; 15 on 2: 7, 8). Stages left
+    /// empty are refused (3 layers on 4 stages), one layer each is a split.
+    #[test]
+    fn extra_layers_go_to_the_middle_then_the_last_stage() {
+        let even = SplitSpec::default;
+        assert_eq!(split(15, 4, even()), (3, 4, 8, 4));
+        assert_eq!(split(15, 2, even()), (7, 0, 0, 8));
+        assert!(Stages::new(3, 4, &even()).is_err());
+        assert_eq!(split(4, 4, even()), (1, 1, 2, 1));
+    }
+
+    /// Counting the embedding as a layer (Megatron-LM `--account-for-embedding-in-pipeline-split`)
+    /// takes it from the first stage, the loss from the last: 15 layers + the embedding = 16
+    /// units on 4 stages, 4 each, so the first holds 3 layers; 15 + the loss, the last 3.
+    #[test]
+    fn the_embedding_and_the_loss_take_a_layer_from_their_end() {
+        let emb = SplitSpec {
+            embedding_as_layer: true,
+            ..SplitSpec::default()
+        };
+        assert_eq!(split(15, 4, emb), (3, 4, 8, 4));
+        let loss = SplitSpec {
+            loss_as_layer: true,
+            ..SplitSpec::default()
+        };
+        assert_eq!(split(15, 4, loss), (4, 4, 8, 3));
+    }
+
     /// Two stages with both ends given are a split when the ends hold every layer: 6 + 10
     /// of 16 (Megatron-LM accepts `--decoder-first-pipeline-num-layers 6
     /// --decoder-last-pipeline-num-layers 10` on 2 stages).
