@@ -562,11 +562,8 @@ fn hybrid_parts<T: Trace>(c: &Ctx, hy: &crate::model::Hybrid, tr: &mut T) -> Res
     tr.line(|| {
         let k = hy.counts;
         format!(
-            " mean layer = ({}·T_M + {}·T_* + {}·T_- + {}·T_E)/{}: forward {}, backward {}",
-            k.mamba,
-            k.attention,
-            k.mlp,
-            k.moe,
+            " mean layer = ({})/{}: forward {}, backward {}",
+            kinds_sum(&k),
             c.m.layers,
             host::gpu(&lay.fwd),
             host::gpu(&lay.bwd)
@@ -574,13 +571,9 @@ fn hybrid_parts<T: Trace>(c: &Ctx, hy: &crate::model::Hybrid, tr: &mut T) -> Res
     });
     if c.m.mtp_layers > 0 {
         tr.line(|| {
-            let k = hy.mtp;
             format!(
-                " MTP module = {}·T_M + {}·T_* + {}·T_- + {}·T_E (mtp_pattern), run {} times: forward {}, backward {} each",
-                k.mamba,
-                k.attention,
-                k.mlp,
-                k.moe,
+                " MTP module = {} (mtp_pattern), run {} times: forward {}, backward {} each",
+                kinds_sum(&hy.mtp),
                 c.m.mtp_layers,
                 host::gpu(&mtp.fwd),
                 host::gpu(&mtp.bwd)
@@ -596,6 +589,14 @@ fn hybrid_parts<T: Trace>(c: &Ctx, hy: &crate::model::Hybrid, tr: &mut T) -> Res
         last,
         mtp,
     })
+}
+
+/// `n_M·T_M + n_*·T_* + n_-·T_- + n_E·T_E` with a pattern's layer counts put in.
+fn kinds_sum(k: &crate::model::LayerCounts) -> String {
+    format!(
+        "{}·T_M + {}·T_* + {}·T_- + {}·T_E",
+        k.mamba, k.attention, k.mlp, k.moe
+    )
 }
 
 /// What a hybrid model needs of a plan (Megatron-LM `MambaMixer` and

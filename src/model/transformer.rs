@@ -505,11 +505,7 @@ impl Transformer {
         if self.mtp_layers == 0 {
             return 0.0;
         }
-        let copies = if self.mtp_shared {
-            1.0
-        } else {
-            self.mtp_layers as f64
-        };
+        let copies = self.mtp_copies();
         let module = match &self.hybrid {
             Some(hy) => self.hybrid_sum_params(&hy.mtp, hy, routed),
             None => {
@@ -521,6 +517,16 @@ impl Transformer {
             }
         };
         copies * (module + 2.0 * self.h * self.h + 2.0 * self.h)
+    }
+
+    /// Weight copies of the MTP modules: none without MTP, one when the depths share
+    /// weights (`mtp_repeated`), else one per depth.
+    pub fn mtp_copies(&self) -> f64 {
+        match (self.mtp_layers, self.mtp_shared) {
+            (0, _) => 0.0,
+            (_, true) => 1.0,
+            (n, false) => n as f64,
+        }
     }
 
     /// Parameters of a hybrid model's layers, averaged over them, counting `routed` routed

@@ -77,13 +77,8 @@ pub(super) fn optimizer_share(plan: &Plan) -> f64 {
 pub(super) fn mtp_params(m: &Transformer, plan: &Plan) -> f64 {
     let t = plan.tp as f64;
     let routed = m.experts as f64 / plan.ep as f64 * (t / plan.etp as f64);
-    let copies = match (m.mtp_layers, m.mtp_shared) {
-        (0, _) => 0.0,
-        (_, true) => 1.0,
-        (n, false) => n as f64,
-    };
     let moe = m.hybrid.map_or(1.0, |hy| hy.mtp.moe as f64);
-    m.mtp_params(routed) / t + copies * moe * latent_replicated(m, t)
+    m.mtp_params(routed) / t + m.mtp_copies() * moe * latent_replicated(m, t)
 }
 
 /// What a LatentMoE layer's two projections add on a device beyond an even split over TP:
