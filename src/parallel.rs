@@ -534,17 +534,14 @@ impl Plan {
                 ),
             ));
         }
-        if s.fp8_params && !matches!(s.zero, 1 | 3) {
+        if s.fp8_params && s.zero == 0 {
             // Megatron-LM arguments.py: "--fp8-param-gather only supported with distributed
             // optimizer, torch fsdp2, megatron fsdp": the fp32 master lives in the sharded
-            // optimizer. ZeRO-2 is DeepSpeed's, which gathers no low-precision parameters
-            // (Megatron-core has ZeRO-1 or FSDP).
+            // optimizer.
             return Err(bad(
                 "fp8_params",
-                format!(
-                    "needs the distributed optimizer (zero = 1) or FSDP (zero = 3), which keep the fp32 master weights; got zero = {}",
-                    s.zero
-                ),
+                "needs the distributed optimizer or FSDP (zero ≥ 1), which keep the fp32 master weights"
+                    .into(),
             ));
         }
         if s.zero > 3 {

@@ -142,38 +142,15 @@ fn fp8_params_need_a_low_precision() {
         ..spec
     };
     let e = astrolabe::estimate::plan(&model(), &sys, &spec).unwrap_err();
-    assert!(e.to_string().contains("got zero = 0"), "{e}");
-    // ZeRO-2 is DeepSpeed's, which gathers no low-precision parameters; Megatron-core has
-    // ZeRO-1 or FSDP.
-    let e = astrolabe::estimate::plan(
-        &model(),
-        &sys,
-        &PlanSpec {
-            zero: 2,
-            ..spec.clone()
-        },
-    )
-    .unwrap_err();
-    assert!(e.to_string().contains("got zero = 2"), "{e}");
-    for zero in [1, 3] {
-        astrolabe::estimate::plan(
-            &model(),
-            &sys,
-            &PlanSpec {
-                zero,
-                ..spec.clone()
-            },
-        )
-        .unwrap();
-    }
+    assert!(e.to_string().contains("zero ≥ 1"), "{e}");
 }
 
 #[test]
 fn sweep_takes_low_precision_parameters() {
-    // `sweep --fp8-params` sets them in every FP8 plan with ZeRO 1 (or 3) and leaves the
-    // ZeRO-0 and ZeRO-2 ones their 16-bit weights; the JSON rows say which.
+    // `sweep --fp8-params` sets them in every FP8 plan with ZeRO ≥ 1 and leaves the ZeRO-0
+    // ones their 16-bit weights; the JSON rows say which.
     let rows = |extra: &[&str]| {
-        let mut args = vec!["--precision", "fp8", "--zero", "0,1,2", "--top", "60"];
+        let mut args = vec!["--precision", "fp8", "--zero", "0,1", "--top", "40"];
         args.extend_from_slice(extra);
         common::llama8b_on_dgx_h100("sweep", &args)["top"]
             .as_array()
@@ -183,11 +160,8 @@ fn sweep_takes_low_precision_parameters() {
     let on = rows(&["--fp8-params"]);
     let zero = |r: &serde_json::Value| r["plan"]["zero"].as_u64().unwrap();
     let params = |r: &serde_json::Value| r["plan"]["fp8_params"].as_bool().unwrap();
-    assert!(
-        [0, 1, 2].iter().all(|&z| on.iter().any(|r| zero(r) == z)),
-        "{on:?}"
-    );
-    assert!(on.iter().all(|r| params(r) == (zero(r) == 1)), "{on:?}");
+    assert!(on.iter().any(|r| zero(r) == 1) && on.iter().any(|r| zero(r) == 0));
+    assert!(on.iter().all(|r| params(r) == (zero(r) >= 1)), "{on:?}");
     assert!(rows(&[]).iter().all(|r| !params(r)));
 }
 

@@ -59,7 +59,7 @@ pub struct PlanFlags {
     /// FP8 scaling recipe: delayed, current, block.
     #[arg(long)]
     pub fp8_recipe: Option<String>,
-    /// Keep the weights only in the 8- or 4-bit format, with an fp32 master in the optimizer, and all-gather them in it (Megatron-core --fp8-param-gather; Megatron-Bridge's FP8, MXFP8 and NVFP4 recipes). Needs --precision fp8, mxfp8 or nvfp4 and --zero 1 or 3.
+    /// Keep the weights only in the 8- or 4-bit format, with an fp32 master in the optimizer, and all-gather them in it (Megatron-core --fp8-param-gather; Megatron-Bridge's FP8, MXFP8 and NVFP4 recipes). Needs --precision fp8, mxfp8 or nvfp4.
     #[arg(long)]
     pub fp8_params: bool,
     /// LoRA fine-tuning with adapters of this rank (frozen base weights).

@@ -511,8 +511,8 @@ impl Grid {
         let mut p = s.plan;
         p.zero = a.zero[next(a.zero.len())];
         // Low-precision parameters need an 8- or 4-bit precision and the distributed
-        // optimizer or FSDP (`Plan::new`): ZeRO 1 or 3, not 2.
-        p.fp8_params = a.fp8_params && p.precision.is_low() && matches!(p.zero, 1 | 3);
+        // optimizer or FSDP (`Plan::new`).
+        p.fp8_params = a.fp8_params && p.precision.is_low() && p.zero >= 1;
         p.recompute = a.recompute[next(a.recompute.len())];
         if matches!(p.recompute, Recompute::Full | Recompute::Op) {
             // Full and per-op recomputation already recompute every module.
