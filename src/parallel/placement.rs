@@ -396,6 +396,65 @@ mod tests {
     }
 
     #[test]
+    fn default_order_places_dp_inside_the_stages() {
+        // 2 nodes × 8, order tp-dp-pp (the default), TP 2, DP 4, PP 2: TP takes 2 of the
+        // node, DP the other 4, so PP spans the 2 nodes. DP before PP: the stages are the
+        // outer dimension.
+        let m = catalog::model("gpt3-175b").unwrap();
+        let s = catalog::system("dgx-a100").unwrap().with_gpus(16).unwrap();
+        let spec = PlanSpec {
+            tp: 2,
+            pp: 2,
+            ..PlanSpec::default()
+        };
+        let plan = Plan::new(&spec, &m, 16).unwrap();
+        let p = Placement::new(&plan, s.topology.dims()).unwrap();
+        assert_eq!(extents(&p.tp), vec![(0, 2)]);
+        assert_eq!((p.dp.size, extents(&p.dp)), (4, vec![(0, 4)]));
+        assert_eq!(extents(&p.pp), vec![(1, 2)]);
+    }
+
+    #[test]
+    fn tp_pp_dp_order_puts_ep_after_the_stages_then_the_rest_of_dp() {
+        // 4 nodes × 8, order tp-pp-dp, an MoE model with TP 2, PP 2, EP 4, DP 8: TP takes 2
+        // of the node, PP 2 more, EP 4 the node's last 2 and 2 nodes, and the rest of DP,
+        // 8/4 = 2, the other 2 nodes. DP is EP then that rest: 2 in the node × 4 nodes; the
+        // expert-DP group is the rest alone.
+        let m = catalog::model("qwen3-235b-a22b").unwrap();
+        let s = catalog::system("dgx-h100").unwrap().with_gpus(32).unwrap();
+        let spec = PlanSpec {
+            tp: 2,
+            pp: 2,
+            ep: 4,
+            order: Order::TpPpDp,
+            ..PlanSpec::default()
+        };
+        let plan = Plan::new(&spec, &m, 32).unwrap();
+        let p = Placement::new(&plan, s.topology.dims()).unwrap();
+        assert_eq!(extents(&p.pp), vec![(0, 2)]);
+        assert_eq!((p.ep.size, extents(&p.ep)), (4, vec![(0, 2), (1, 2)]));
+        assert_eq!((p.edp.size, extents(&p.edp)), (2, vec![(1, 2)]));
+        assert_eq!((p.dp.size, extents(&p.dp)), (8, vec![(0, 2), (1, 4)]));
+    }
+
+    #[test]
+    fn a_plan_may_use_every_device_and_no_more() {
+        // A system of 2 × 8 = 16 devices holds a plan of 16 and refuses one of 32.
+        let m = catalog::model("gpt3-175b").unwrap();
+        let s = catalog::system("dgx-a100").unwrap().with_gpus(16).unwrap();
+        let dims = s.topology.dims();
+        assert_eq!(dims.iter().map(|d| d.size).collect::<Vec<_>>(), vec![8, 2]);
+        let spec = PlanSpec {
+            tp: 8,
+            ..PlanSpec::default()
+        };
+        let plan = |gpus| Plan::new(&spec, &m, gpus).unwrap();
+        Placement::new(&plan(16), dims).unwrap();
+        let e = Placement::new(&plan(32), dims).unwrap_err().to_string();
+        assert!(e.contains("32 exceeds the 16 devices"), "{e}");
+    }
+
+    #[test]
     fn a_group_across_dimensions_takes_whole_remainders() {
         // A group of 12 on 8 × 4: 12 is not a multiple of the 8, nor does it divide 8.
         let dims = [8, 4].map(|size| Dim { size, ..Span::PAD });
