@@ -508,6 +508,28 @@ mod tests {
         assert_relative_eq!(layer_activation_bytes(&m, &p, true), sbh * (34.0 + 80.0));
         let (m, p) = plan(8, 1, 1, 1, Recompute::Full, false);
         assert_relative_eq!(layer_activation_bytes(&m, &p, true), 2.0 * sbh);
+        // Full recomputation with SP: the layer input sharded over the 8 TP ranks.
+        let (m, p) = plan(8, 1, 1, 1, Recompute::Full, true);
+        assert_relative_eq!(layer_activation_bytes(&m, &p, true), 2.0 * sbh / 8.0);
+    }
+
+    #[test]
+    fn saved_inputs_take_the_quantized_formats_bytes() {
+        // One byte per FP8 element; blockwise FP8 adds an FP32 scale per 128 elements
+        // (4/128 = 0.03125); MXFP8 an E8M0 byte per 32 (0.03125); NVFP4 half a byte and an
+        // E4M3 byte per 16 (0.0625); 16-bit inputs stay 2.
+        assert_eq!(saved_input_bytes(Precision::Fp8, Fp8Recipe::Delayed), 1.0);
+        assert_eq!(saved_input_bytes(Precision::Fp8, Fp8Recipe::Current), 1.0);
+        assert_eq!(saved_input_bytes(Precision::Fp8, Fp8Recipe::Block), 1.03125);
+        assert_eq!(
+            saved_input_bytes(Precision::Mxfp8, Fp8Recipe::Delayed),
+            1.03125
+        );
+        assert_eq!(
+            saved_input_bytes(Precision::Nvfp4, Fp8Recipe::Delayed),
+            0.5625
+        );
+        assert_eq!(saved_input_bytes(Precision::Bf16, Fp8Recipe::Delayed), 2.0);
     }
 
     #[test]
