@@ -514,6 +514,50 @@ mod tests {
     }
 
     #[test]
+    fn offloaded_bytes_fit_each_tier_or_overflow() {
+        // 10 GiB of states and 20 of activations on 80 GiB with 4 GiB reserved: fits.
+        let gib = |x: f64| x * GIB;
+        let base = || {
+            Memory::new(
+                [gib(2.0), gib(2.0), gib(6.0)],
+                gib(20.0),
+                0.0,
+                Bytes::new(gib(80.0)),
+                Bytes::new(gib(4.0)),
+            )
+        };
+        assert!(base().fits);
+        // 50 GiB on a host share of 64 and nothing on NVMe, on a system without NVMe: fits
+        // (no bytes need no tier).
+        let m = base().with_tiers(gib(50.0), 0.0, [Some(Bytes::new(gib(64.0))), None]);
+        assert!(m.fits && !m.tier_overflow);
+        assert_eq!((m.host.get(), m.nvme.get()), (gib(50.0), 0.0));
+        // Exactly the share fits; one byte more, or any bytes on a missing tier, do not.
+        let m = base().with_tiers(gib(64.0), 0.0, [Some(Bytes::new(gib(64.0))), None]);
+        assert!(m.fits);
+        let m = base().with_tiers(gib(64.0) + 1.0, 0.0, [Some(Bytes::new(gib(64.0))), None]);
+        assert!(!m.fits && m.tier_overflow);
+        let m = base().with_tiers(0.0, 1.0, [Some(Bytes::new(gib(64.0))), None]);
+        assert!(!m.fits && m.tier_overflow);
+        // On another device the same 30 GiB need 30 + 4 of its capacity: 34 GiB fits,
+        // 32 does not.
+        assert!(
+            base()
+                .on_capacity(Bytes::new(gib(34.0)), Bytes::new(gib(4.0)))
+                .fits
+        );
+        assert!(
+            !base()
+                .on_capacity(Bytes::new(gib(32.0)), Bytes::new(gib(4.0)))
+                .fits
+        );
+        // A tier overflow stays when the plan moves to a larger device.
+        let m = m.on_capacity(Bytes::new(gib(192.0)), Bytes::new(gib(4.0)));
+        assert!(!m.fits);
+        assert_eq!(m.headroom(), gib(192.0 - 4.0 - 30.0));
+    }
+
+    #[test]
     fn saved_inputs_take_the_quantized_formats_bytes() {
         // One byte per FP8 element; blockwise FP8 adds an FP32 scale per 128 elements
         // (4/128 = 0.03125); MXFP8 an E8M0 byte per 32 (0.03125); NVFP4 half a byte and an
@@ -697,6 +741,50 @@ mod tests {
         // p − 1 of its 8: 120 (the peak).
         let (_, p) = llama405(16, 1, 16, false, Precision::Bf16);
         assert_eq!(peak_stage(&p), (1, 8, 120.0));
+        // The interleaved schedule with one chunk per stage is 1F1B (Megatron-core runs the
+        // plain schedule without virtual stages): with m = 32, 16 micro-batches in flight on
+        // the first stage, not the interleaved warm-up's 2·15 + 1 = 31.
+        let (_, mut p) = llama405(16, 1, 32, false, Precision::Bf16);
+        assert_eq!(in_flight(&p), 16.0);
+        p.schedule = Schedule::Interleaved;
+        assert_eq!(in_flight(&p), 16.0);
+        assert_eq!(peak_stage(&p), (1, 8, 120.0));
+    }
+
+    #[test]
+    fn chunks_that_do_not_divide_the_stage_count_as_equal_shares() {
+        // GPT-3 (96 layers) on 16 stages of 6 with v = 4: whole chunks of ⌈6/4⌉ = 2 leave the
+        // first chunk none, so each forward past the first p·v counts 6/4 = 1.5 layers. Rank
+        // 0, m = 64: W = 2·15 + 3·16 = 78, F = 79, 15 extra: 16·6 + 15·1.5 = 118.5.
+        let m = catalog::model("gpt3-175b").unwrap();
+        let spec = PlanSpec {
+            tp: 8,
+            pp: 16,
+            virtual_stages: 4,
+            schedule: Schedule::Interleaved,
+            global_batch: Some(64),
+            ..PlanSpec::default()
+        };
+        let p = Plan::new(&spec, &m, 128).unwrap();
+        assert_eq!((p.stages.first, p.micro_batches), (6, 64));
+        assert_relative_eq!(stage_layer_microbatches(&p, 0, 6.0), 118.5);
+    }
+
+    #[test]
+    fn a_tie_between_the_first_and_second_stage_reports_the_first() {
+        // Megatron GPT 3.6B (30 layers) on 4 stages, 6 on the first, 8 on each other, 1F1B
+        // with 8 micro-batches: the first stage holds 4 micro-batches of 6 layers (24), the
+        // second 3 of 8 (24). On the tie the first stage is the one reported.
+        let m = catalog::model("megatron-2021-3.6b").unwrap();
+        let spec = PlanSpec {
+            pp: 4,
+            first_stage_layers: Some(6),
+            global_batch: Some(8),
+            ..PlanSpec::default()
+        };
+        let p = Plan::new(&spec, &m, 4).unwrap();
+        assert_eq!((p.stages.first, p.stages.mid_max), (6, 8));
+        assert_eq!(peak_stage(&p), (0, 6, 24.0));
     }
 
     #[test]
