@@ -376,20 +376,25 @@ mod tests {
         assert_eq!((g.size, extents(&g)), (4, vec![(1, 4)]));
     }
 
+    /// `spec` for `model` placed on `system` cut to `gpus` devices.
+    fn place_spec(model: &str, system: &str, gpus: u32, spec: PlanSpec) -> Placement {
+        let m = catalog::model(model).unwrap();
+        let s = catalog::system(system).unwrap().with_gpus(gpus).unwrap();
+        let plan = Plan::new(&spec, &m, gpus).unwrap();
+        Placement::new(&plan, s.topology.dims()).unwrap()
+    }
+
     #[test]
     fn tp_pp_dp_order_places_dp_after_the_stages() {
         // 4 nodes × 8, order tp-pp-dp, TP 8, PP 2, dense (EP 1, an empty span): PP takes
         // 2 of the 4 nodes and DP 32/16 = 2 the other 2; DP is the rest of DP alone.
-        let m = catalog::model("gpt3-175b").unwrap();
-        let s = catalog::system("dgx-a100").unwrap().with_gpus(32).unwrap();
         let spec = PlanSpec {
             tp: 8,
             pp: 2,
             order: Order::TpPpDp,
             ..PlanSpec::default()
         };
-        let plan = Plan::new(&spec, &m, 32).unwrap();
-        let p = Placement::new(&plan, s.topology.dims()).unwrap();
+        let p = place_spec("gpt3-175b", "dgx-a100", 32, spec);
         assert_eq!((extents(&p.pp), p.ep.n), (vec![(1, 2)], 0));
         assert_eq!((p.dp.size, extents(&p.dp)), (2, vec![(1, 2)]));
         assert_eq!(p.edp, p.dp);
@@ -400,15 +405,12 @@ mod tests {
         // 2 nodes × 8, order tp-dp-pp (the default), TP 2, DP 4, PP 2: TP takes 2 of the
         // node, DP the other 4, so PP spans the 2 nodes. DP before PP: the stages are the
         // outer dimension.
-        let m = catalog::model("gpt3-175b").unwrap();
-        let s = catalog::system("dgx-a100").unwrap().with_gpus(16).unwrap();
         let spec = PlanSpec {
             tp: 2,
             pp: 2,
             ..PlanSpec::default()
         };
-        let plan = Plan::new(&spec, &m, 16).unwrap();
-        let p = Placement::new(&plan, s.topology.dims()).unwrap();
+        let p = place_spec("gpt3-175b", "dgx-a100", 16, spec);
         assert_eq!(extents(&p.tp), vec![(0, 2)]);
         assert_eq!((p.dp.size, extents(&p.dp)), (4, vec![(0, 4)]));
         assert_eq!(extents(&p.pp), vec![(1, 2)]);
@@ -420,8 +422,6 @@ mod tests {
         // of the node, PP 2 more, EP 4 the node's last 2 and 2 nodes, and the rest of DP,
         // 8/4 = 2, the other 2 nodes. DP is EP then that rest: 2 in the node × 4 nodes; the
         // expert-DP group is the rest alone.
-        let m = catalog::model("qwen3-235b-a22b").unwrap();
-        let s = catalog::system("dgx-h100").unwrap().with_gpus(32).unwrap();
         let spec = PlanSpec {
             tp: 2,
             pp: 2,
@@ -429,8 +429,7 @@ mod tests {
             order: Order::TpPpDp,
             ..PlanSpec::default()
         };
-        let plan = Plan::new(&spec, &m, 32).unwrap();
-        let p = Placement::new(&plan, s.topology.dims()).unwrap();
+        let p = place_spec("qwen3-235b-a22b", "dgx-h100", 32, spec);
         assert_eq!(extents(&p.pp), vec![(0, 2)]);
         assert_eq!((p.ep.size, extents(&p.ep)), (4, vec![(0, 2), (1, 2)]));
         assert_eq!((p.edp.size, extents(&p.edp)), (2, vec![(1, 2)]));
