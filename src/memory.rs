@@ -771,6 +771,45 @@ mod tests {
     }
 
     #[test]
+    fn a_hybrid_layer_with_dropout_keeps_its_mask() {
+        // A hybrid layer keeps its pre-norm's input and output (4 B per s·b·h in 16-bit)
+        // and, with dropout, the 1-byte mask beside them: replicated without SP, over the
+        // 8 TP ranks with it. Nemotron-H 56B at TP 8.
+        let m = catalog::model("nemotron-h-56b").unwrap();
+        let t = m.transformer().unwrap();
+        let sbh = t.s * t.h;
+        for (sp, share) in [(false, 1.0), (true, 1.0 / 8.0)] {
+            let spec = PlanSpec {
+                tp: 8,
+                sequence_parallel: sp,
+                flash_attention: true,
+                global_batch: Some(1),
+                ..PlanSpec::default()
+            };
+            let p = Plan::new(&spec, &m, 8).unwrap();
+            let mask = layer_activation_bytes(t, &p, true) - layer_activation_bytes(t, &p, false);
+            assert_relative_eq!(mask, sbh * share, max_relative = 1e-12);
+        }
+        // Unfused attention keeps its softmax output (2 B per score, `2·a·s/h` per s·b·h)
+        // in each of the 10 attention layers, over TP 8 and averaged over the 118 layers:
+        // 10·2·64·8192/8192/8/118 per s·b·h.
+        let at = |flash_attention| {
+            let spec = PlanSpec {
+                tp: 8,
+                flash_attention,
+                global_batch: Some(1),
+                ..PlanSpec::default()
+            };
+            layer_activation_bytes(t, &Plan::new(&spec, &m, 8).unwrap(), false)
+        };
+        assert_relative_eq!(
+            at(false) - at(true),
+            sbh * 10.0 * 128.0 / 8.0 / 118.0,
+            max_relative = 1e-12
+        );
+    }
+
+    #[test]
     fn a_tie_between_the_first_and_second_stage_reports_the_first() {
         // Megatron GPT 3.6B (30 layers) on 4 stages, 6 on the first, 8 on each other, 1F1B
         // with 8 micro-batches: the first stage holds 4 micro-batches of 6 layers (24), the
