@@ -252,16 +252,25 @@ mod tests {
     use crate::catalog;
     use crate::parallel::PlanSpec;
 
+    /// `spec` for `model` placed on `system` cut to `gpus` devices.
+    fn try_place(model: &str, system: &str, gpus: u32, spec: PlanSpec) -> Result<Placement> {
+        let m = catalog::model(model)?;
+        let s = catalog::system(system)?.with_gpus(gpus)?;
+        let plan = Plan::new(&spec, &m, gpus)?;
+        Placement::new(&plan, s.topology.dims())
+    }
+
+    fn place_spec(model: &str, system: &str, gpus: u32, spec: PlanSpec) -> Placement {
+        try_place(model, system, gpus, spec).unwrap()
+    }
+
     fn place(tp: u32, pp: u32, gpus: u32) -> Result<Placement> {
-        let m = catalog::model("gpt3-175b")?;
-        let s = catalog::system("dgx-a100")?.with_gpus(gpus)?;
         let spec = PlanSpec {
             tp,
             pp,
             ..PlanSpec::default()
         };
-        let plan = Plan::new(&spec, &m, gpus)?;
-        Placement::new(&plan, s.topology.dims())
+        try_place("gpt3-175b", "dgx-a100", gpus, spec)
     }
 
     #[test]
@@ -303,16 +312,13 @@ mod tests {
     }
 
     fn place_moe(gpus: u32, tp: u32, ep: u32, etp: u32) -> Result<Placement> {
-        let m = catalog::model("qwen3-235b-a22b")?;
-        let s = catalog::system("dgx-h100")?.with_gpus(gpus)?;
         let spec = PlanSpec {
             tp,
             ep,
             etp: Some(etp),
             ..PlanSpec::default()
         };
-        let plan = Plan::new(&spec, &m, gpus)?;
-        Placement::new(&plan, s.topology.dims())
+        try_place("qwen3-235b-a22b", "dgx-h100", gpus, spec)
     }
 
     #[test]
@@ -345,15 +351,12 @@ mod tests {
     }
 
     fn place_cp(tp: u32, cp: u32, gpus: u32) -> Result<Placement> {
-        let m = catalog::model("gpt3-175b")?;
-        let s = catalog::system("dgx-a100")?.with_gpus(gpus)?;
         let spec = PlanSpec {
             tp,
             cp,
             ..PlanSpec::default()
         };
-        let plan = Plan::new(&spec, &m, gpus)?;
-        Placement::new(&plan, s.topology.dims())
+        try_place("gpt3-175b", "dgx-a100", gpus, spec)
     }
 
     #[test]
@@ -374,14 +377,6 @@ mod tests {
         );
         let g = p.dp_with_cp();
         assert_eq!((g.size, extents(&g)), (4, vec![(1, 4)]));
-    }
-
-    /// `spec` for `model` placed on `system` cut to `gpus` devices.
-    fn place_spec(model: &str, system: &str, gpus: u32, spec: PlanSpec) -> Placement {
-        let m = catalog::model(model).unwrap();
-        let s = catalog::system(system).unwrap().with_gpus(gpus).unwrap();
-        let plan = Plan::new(&spec, &m, gpus).unwrap();
-        Placement::new(&plan, s.topology.dims()).unwrap()
     }
 
     #[test]
