@@ -6,6 +6,7 @@
 
 mod context;
 mod knobs;
+mod layout;
 mod placement;
 mod stages;
 
@@ -14,6 +15,7 @@ pub use knobs::{
     AttentionKernel, CrossEntropy, CudaGraphs, DEEPSPEED_2021_RATE, EpDispatch, GroupedGemm,
     LoraTargets, Optimizer, Order, Recompute, RecomputeModules, Schedule, Zero3Impl,
 };
+pub use layout::Layout;
 pub use placement::{Placement, Span};
 pub use stages::{SplitSpec, Stages};
 
@@ -54,6 +56,11 @@ pub struct PlanSpec {
     /// Explicit layers per pipeline stage (length pp).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub layers_per_stage: Option<Vec<u32>>,
+    /// Megatron-core's pipeline layout string (`--pipeline-model-parallel-layout`, e.g.
+    /// `Et*4|(t*4|)*14tmL`): sets the layers per stage and, unless given, the virtual
+    /// stages ([`Layout`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pipeline_layout: Option<String>,
     /// Layers on the first stage (the rest split evenly; Megatron-LM).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub first_stage_layers: Option<u32>,
@@ -173,6 +180,7 @@ impl Default for PlanSpec {
             seq_len: None,
             packed_sample_len: None,
             layers_per_stage: None,
+            pipeline_layout: None,
             first_stage_layers: None,
             last_stage_layers: None,
             account_for_embedding: false,
@@ -335,6 +343,50 @@ pub struct Plan {
     pub offload: crate::offload::Offload,
 }
 
+/// `spec` with its pipeline layout resolved into the explicit split and the virtual
+/// stages: a layout of `p·v` entries implies `v` (and the interleaved schedule when
+/// `v > 1`) unless the plan sets them; it replaces the other ways to split the layers.
+fn with_layout(spec: &PlanSpec, text: &str, model: &Model) -> Result<PlanSpec> {
+    let ModelKind::Transformer(t) = &model.kind else {
+        return Err(bad("pipeline_layout", "needs a transformer model".into()));
+    };
+    if spec.layers_per_stage.is_some()
+        || spec.first_stage_layers.is_some()
+        || spec.last_stage_layers.is_some()
+        || spec.account_for_embedding
+        || spec.account_for_loss
+    {
+        return Err(bad(
+            "pipeline_layout",
+            "sets the split itself: drop layers_per_stage, first/last_stage_layers and \
+             account_for_embedding/loss"
+                .into(),
+        ));
+    }
+    let l = layout::resolve(text, spec.pp, t.layers, t.mtp_layers)?;
+    let mut s = spec.clone();
+    s.pipeline_layout = None;
+    s.layers_per_stage = Some(l.per_rank);
+    if s.virtual_stages == 1 && s.schedule == Schedule::OneFOneB {
+        s.virtual_stages = l.v;
+        if l.v > 1 {
+            s.schedule = Schedule::Interleaved;
+        }
+    } else if s.virtual_stages != l.v {
+        return Err(bad(
+            "pipeline_layout",
+            format!(
+                "{} virtual stages on pp = {} ranks is v = {}, but the plan sets virtual_stages = {}",
+                l.v * spec.pp,
+                spec.pp,
+                l.v,
+                s.virtual_stages
+            ),
+        ));
+    }
+    Ok(s)
+}
+
 pub(crate) fn bad(key: &str, msg: String) -> Error {
     Error::Unsupported(format!("invalid plan: {key}: {msg}"))
 }
@@ -427,6 +479,9 @@ impl Plan {
 
     /// Validates `spec` for `model` on `system_gpus` devices (used when `gpus` is unset).
     pub fn new(spec: &PlanSpec, model: &Model, system_gpus: u32) -> Result<Plan> {
+        if let Some(text) = &spec.pipeline_layout {
+            return Plan::new(&with_layout(spec, text, model)?, model, system_gpus);
+        }
         let s = spec;
         for (k, v) in [
             ("tp", s.tp),

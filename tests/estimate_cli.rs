@@ -2,6 +2,8 @@
 //! files, and bad input (misspelt keys with file, line, column and the valid keys;
 //! unknown names with the closest built-in; invalid plans).
 
+mod common;
+
 use assert_cmd::Command;
 use predicates::str::contains;
 use std::path::PathBuf;
@@ -264,4 +266,62 @@ fn blocking_backward_tp_from_flag_and_scenario() {
         .assert()
         .success()
         .stdout(contains("backward TP blocking"));
+}
+
+/// Megatron-core's layout string resolves to the split its ranks hold: DeepSeek-V3's
+/// `Et*4|(t*4|)*14tmL` on PP 4 is virtual stages r, r+4, r+8, r+12 on rank r, i.e.
+/// 16, 16, 16 and 13 layers with v = 4, the same estimate as that explicit split. A
+/// scenario file takes it as `pipeline_layout`; a layout the model cannot hold is an
+/// input error naming the key.
+#[test]
+fn pipeline_layout_is_the_split_its_ranks_hold() {
+    let base = [
+        "estimate",
+        "--model",
+        "deepseek-v3",
+        "--system",
+        "gb200-nvl72",
+        "--gpus",
+        "256",
+        "--pp",
+        "4",
+        "--ep",
+        "64",
+        "--global-batch",
+        "4096",
+        "--precision",
+        "mxfp8",
+        "--fp8-params",
+        "--optimizer",
+        "adam-bf16-moments",
+        "--recompute-modules",
+        "mla_up_proj",
+    ];
+    let time = |args: &[&str]| common::json(args)["iteration_time_s"].as_f64().unwrap();
+    let with = |extra: &[&str]| time(&[&base[..], extra].concat());
+    let layout = with(&["--pipeline-layout", "Et*4|(t*4|)*14tmL"]);
+    let explicit = with(&["--layers-per-stage", "16,16,16,13", "--virtual-stages", "4"]);
+    let even = with(&["--virtual-stages", "4"]);
+    assert_eq!(layout, explicit);
+    assert!(
+        layout != even,
+        "the layout moves two layers off the last stage"
+    );
+    let scenario = tmp(
+        "layout.toml",
+        "model = \"deepseek-v3\"\nsystem = \"gb200-nvl72\"\n[plan]\ngpus = 256\npp = 4\nep = 64\n\
+         global_batch = 4096\nprecision = \"mxfp8\"\nfp8_params = true\n\
+         optimizer = \"adam-bf16-moments\"\nrecompute_modules = \"mla_up_proj\"\n\
+         pipeline_layout = \"Et*4|(t*4|)*14tmL\"\n",
+    );
+    let path = scenario.to_string_lossy();
+    assert_eq!(time(&["estimate", "--scenario", &path]), layout);
+    bin()
+        .args(base)
+        .args(["--pipeline-layout", "Et*4|(t*4|)*14tL"])
+        .assert()
+        .code(2)
+        .stderr(contains(
+            "pipeline_layout: 0 MTP modules `m` for a model of 1",
+        ));
 }

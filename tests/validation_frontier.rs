@@ -22,8 +22,11 @@
 //! - DeepSeek-V3 recomputes `mla_up_proj` but on GB300, Kimi K2 `mla_up_proj`; DeepSeek-V3
 //!   runs Megatron-core's precision-aware optimizer with BF16 moments
 //!   (recipes/deepseek: `exp_avg_dtype = exp_avg_sq_dtype = bfloat16`);
-//! - DeepSeek-V3's pipeline layout (`_get_deepseek_v3_pipeline_layout`): on 8 stages the
-//!   first holds the embedding and 8 layers, the last 5 layers, the MTP layer and the loss.
+//! - DeepSeek-V3's pipeline layout (`--pipeline-layout`, [`deepseek_v3_layout`]): on 8
+//!   stages the first holds the embedding and 8 layers, the last 5 layers, the MTP layer
+//!   and the loss; on 16 virtual stages (PP 4 × VP 4, PP 2 × VP 8) 4 layers each but the
+//!   last, which holds one layer, the MTP layer and the loss, so rank r holds virtual
+//!   stages r, r + p, …: 16, 16, 16, 13 layers on PP 4 and 32, 29 on PP 2.
 //! - Nemotron 3 Super (perf_recipes/nemotronh/*/nemotronh.py and `common.py`,
 //!   `_apply_nemotron_3_super_perf_defaults`) captures `attn`, `mamba`, `moe_router` and
 //!   `moe_preprocess` on every system without the EP overlap, keeps FP32 optimizer state,
@@ -122,16 +125,29 @@ fn command(r: &Run) -> Vec<String> {
     }
     if model == "deepseek-v3" {
         flag("optimizer", "adam-bf16-moments".into());
-        if r.pp == 8 && r.vp.is_none() {
-            flag("first-stage-layers", "8".into());
-            flag("last-stage-layers", "5".into());
-        }
+        flag(
+            "pipeline-layout",
+            deepseek_v3_layout(r.pp, r.vp.unwrap_or(1)).into(),
+        );
     }
     if !kimi {
         a.push("--fp8-params".into());
     }
     a.push("--flash-attention".into());
     a
+}
+
+/// DeepSeek-V3's pipeline layout as the recipes set it, in Megatron-core's syntax:
+/// `_get_deepseek_v3_pipeline_layout` (recipes/deepseek/h100/deepseek_v3.py) for PP × VP
+/// of 8 × 1 and 4 × 4, and the string the GB300 recipe passes for 2 × 8
+/// (perf_recipes/deepseek/gb300/deepseek_v3.py, at aad7d9ce2 and 067f987df0).
+fn deepseek_v3_layout(pp: u32, vp: u32) -> &'static str {
+    match (pp, vp) {
+        (8, 1) | (4, 2) => "Et*8|(t*8|)*6t*5mL",
+        (4, 4) | (2, 8) | (8, 2) | (16, 1) => "Et*4|(t*4|)*14tmL",
+        (4, 1) => "Et*16|t*16|t*16|t*13mL",
+        _ => panic!("no DeepSeek-V3 layout for PP {pp} × VP {vp}"),
+    }
 }
 
 /// Rows the bound covers: not Kimi K2 (Muon), not the container the table flags for a

@@ -44,6 +44,11 @@ pub struct PlanFlags {
     /// Layers per pipeline stage, comma-separated (e.g. 7,8,8,…,7); sums to the layers.
     #[arg(long, value_delimiter = ',')]
     pub layers_per_stage: Option<Vec<u32>>,
+    /// Megatron-core's pipeline layout (--pipeline-model-parallel-layout), e.g.
+    /// "Et*4|(t*4|)*14tmL": virtual stage k runs on rank k mod pp; sets the layers per stage
+    /// and, unless given, the virtual stages.
+    #[arg(long, value_name = "LAYOUT")]
+    pub pipeline_layout: Option<String>,
     /// Layers on the first pipeline stage (the rest split evenly; Megatron-LM).
     #[arg(long)]
     pub first_stage_layers: Option<u32>,
@@ -203,6 +208,9 @@ impl PlanFlags {
         if let Some(l) = &self.layers_per_stage {
             p.layers_per_stage = Some(l.clone());
         }
+        if let Some(l) = &self.pipeline_layout {
+            p.pipeline_layout = Some(l.clone());
+        }
         p.account_for_embedding |= self.account_for_embedding;
         p.account_for_loss |= self.account_for_loss;
         p.fp8_params |= self.fp8_params;
@@ -358,6 +366,7 @@ impl PlanFlags {
             ("zero3_impl", &self.zero3_impl),
             ("cp_kind", &self.cp_kind),
             ("fp8_recipe", &self.fp8_recipe),
+            ("pipeline_layout", &self.pipeline_layout),
             ("lora_targets", &self.lora_targets),
             ("offload", &self.offload),
         ] {

@@ -271,7 +271,7 @@ pub fn check_band_residuals(set: &str, rows: &[astrolabe::band::Residual]) {
 pub fn sweep_args_of(est: &[String]) -> Vec<String> {
     // The plan's structure and its offload: the sweep chooses them. The optimizer layout is
     // the software's and passes through as a setting.
-    const STRUCTURE: [&str; 10] = [
+    const STRUCTURE: [&str; 14] = [
         "tp",
         "pp",
         "cp",
@@ -282,6 +282,10 @@ pub fn sweep_args_of(est: &[String]) -> Vec<String> {
         "zero",
         "recompute",
         "offload",
+        "pipeline-layout",
+        "layers-per-stage",
+        "first-stage-layers",
+        "last-stage-layers",
     ];
     const BARE: [&str; 6] = [
         "fsdp",
