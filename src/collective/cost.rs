@@ -206,6 +206,20 @@ mod tests {
     }
 
     #[test]
+    fn oversubscribed_switch_shares_its_uplinks() {
+        // k = 4: every NPU injecting at once gets B/4 = 25 GB/s, written "B/k"; a single flow
+        // still gets B; without oversubscription the symbol stays "B".
+        let mut sw = dim(DimKind::Switch, 8);
+        assert_eq!(all_port_expr(&sw), "B");
+        sw.oversubscription = 4.0;
+        assert_relative_eq!(all_port_bandwidth(&sw).get(), 25e9);
+        assert_eq!(all_port_expr(&sw), "B/k");
+        assert_eq!(ring_bandwidth_expr(&sw), "B/k");
+        assert_relative_eq!(neighbour_bandwidth(&sw).get(), 100e9);
+        assert_eq!(all_port_expr(&dim(DimKind::Ring, 8)), "B");
+    }
+
+    #[test]
     fn ring_all_to_all_hops() {
         // p = 8: distances 1,2,3,4,3,2,1 sum to 16 = ⌊64/4⌋.
         assert_relative_eq!(all_to_all_factor(&dim(DimKind::Ring, 8)), 16.0 / 8.0);
