@@ -162,20 +162,6 @@ pub fn all_to_all_expr(dim: &Dim) -> &'static str {
     }
 }
 
-/// Bytes each NPU combines (the reduction work, γ term) per byte of n for a collective
-/// with a reduction on p NPUs: (p−1)/p for reduce-scatter and all-reduce (each NPU reduces
-/// its 1/p share p−1 times), 1·(p−1)/p at the root for reduce, 0 otherwise. The α-β model
-/// here charges no time for it (reduction runs at memory speed, overlapped); the ASTRA-sim
-/// model may.
-pub fn reduction_factor(op: super::Collective, p: u32) -> f64 {
-    use super::Collective::*;
-    let pf = p as f64;
-    match op {
-        AllReduce | ReduceScatter | Reduce if p > 1 => (pf - 1.0) / pf,
-        _ => 0.0,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -217,6 +203,16 @@ mod tests {
         assert_eq!(ring_bandwidth_expr(&sw), "B/k");
         assert_relative_eq!(neighbour_bandwidth(&sw).get(), 100e9);
         assert_eq!(all_port_expr(&dim(DimKind::Ring, 8)), "B");
+        // A fully connected pair is one link both ways: all of B, no Hamiltonian cycles.
+        assert_eq!(
+            ring_bandwidth_expr(&dim(DimKind::FullyConnected, 8)),
+            "B·2⌊(p−1)/2⌋/(p−1)"
+        );
+        assert_eq!(ring_bandwidth_expr(&dim(DimKind::FullyConnected, 2)), "B");
+        assert_relative_eq!(
+            ring_bandwidth(&dim(DimKind::FullyConnected, 2)).get(),
+            100e9
+        );
     }
 
     #[test]
@@ -227,5 +223,8 @@ mod tests {
         assert_relative_eq!(all_to_all_factor(&dim(DimKind::Ring, 5)), 6.0 / 5.0);
         assert_relative_eq!(all_to_all_factor(&dim(DimKind::Ring, 2)), 0.5);
         assert_relative_eq!(all_to_all_factor(&dim(DimKind::Switch, 4)), 0.75);
+        assert_eq!(all_to_all_expr(&dim(DimKind::Ring, 8)), "⌊p²/4⌋/p");
+        assert_eq!(all_to_all_expr(&dim(DimKind::FullyConnected, 8)), "(p−1)/p");
+        assert_eq!(all_to_all_expr(&dim(DimKind::Switch, 8)), "(p−1)/p");
     }
 }
