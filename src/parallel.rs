@@ -820,3 +820,78 @@ pub(crate) mod opt_bytes {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// DeepSeek-V3 (61 layers, one MTP module) on PP 4 with its recipes' layout.
+    fn layout_plan(edit: impl Fn(&mut PlanSpec)) -> Result<Plan> {
+        let m = crate::catalog::model("deepseek-v3").unwrap();
+        let mut s = PlanSpec {
+            pp: 4,
+            global_batch: Some(64),
+            pipeline_layout: Some("Et*4|(t*4|)*14tmL".into()),
+            ..PlanSpec::default()
+        };
+        edit(&mut s);
+        Plan::new(&s, &m, 16)
+    }
+
+    #[test]
+    fn a_pipeline_layout_sets_the_split_and_the_virtual_stages() {
+        // 16 entries on 4 ranks: v = 4, the interleaved schedule, ranks 16, 16, 16, 13.
+        let p = layout_plan(|_| {}).unwrap();
+        assert_eq!((p.v, p.schedule), (4, Schedule::Interleaved));
+        let st = p.stages;
+        assert_eq!(
+            (st.first, st.mid_max, st.mid_sum, st.last),
+            (16, 16, 32, 13)
+        );
+        // The same v given explicitly is accepted; another v, or a schedule that is not
+        // 1F1B's default without v, is refused.
+        let given = layout_plan(|s| {
+            s.virtual_stages = 4;
+            s.schedule = Schedule::Interleaved;
+        });
+        assert_eq!(given.unwrap().v, 4);
+        let other = layout_plan(|s| {
+            s.virtual_stages = 2;
+            s.schedule = Schedule::Interleaved;
+        });
+        assert!(
+            other
+                .unwrap_err()
+                .to_string()
+                .contains("virtual_stages = 2")
+        );
+        let gpipe = layout_plan(|s| s.schedule = Schedule::Gpipe);
+        assert!(
+            gpipe
+                .unwrap_err()
+                .to_string()
+                .contains("virtual_stages = 1")
+        );
+        // One entry per rank: v = 1 keeps the 1F1B schedule.
+        let flat = layout_plan(|s| {
+            s.pipeline_layout = Some("Et*16|t*16|t*16|t*13mL".into());
+        })
+        .unwrap();
+        assert_eq!((flat.v, flat.schedule), (1, Schedule::OneFOneB));
+    }
+
+    #[test]
+    fn a_pipeline_layout_refuses_the_other_ways_to_split() {
+        let edits: [fn(&mut PlanSpec); 5] = [
+            |s| s.layers_per_stage = Some(vec![16, 16, 16, 13]),
+            |s| s.first_stage_layers = Some(16),
+            |s| s.last_stage_layers = Some(13),
+            |s| s.account_for_embedding = true,
+            |s| s.account_for_loss = true,
+        ];
+        for e in edits {
+            let err = layout_plan(e).unwrap_err().to_string();
+            assert!(err.contains("sets the split itself"), "{err}");
+        }
+    }
+}
