@@ -29,7 +29,9 @@
 //!   stages r, r + p, …: 16, 16, 16, 13 layers on PP 4 and 32, 29 on PP 2.
 //! - Nemotron 3 Super (perf_recipes/nemotronh/*/nemotronh.py and `common.py`,
 //!   `_apply_nemotron_3_super_perf_defaults`) captures `attn`, `mamba`, `moe_router` and
-//!   `moe_preprocess` on every system without the EP overlap, keeps FP32 optimizer state,
+//!   `moe_preprocess` on every system without the EP overlap or the TP overlap (its
+//!   pre-training path builds no `CommOverlapConfig`: recipes/common.py
+//!   `_pretrain_common`, `comm_overlap = None`), keeps FP32 optimizer state,
 //!   and gathers MXFP8 weights. Its 26.08 recipes on GB200/GB300 add CuteDSL's fused grouped
 //!   MLP and FP8 attention (d0debd0bd, August 2026), which the model does not have; the
 //!   26.06 and 26.06.01 rows ran without them. Its NVFP4 rows keep the last 14 layers in
@@ -129,6 +131,12 @@ fn command(r: &Run) -> Vec<String> {
             "pipeline-layout",
             deepseek_v3_layout(r.pp, r.vp.unwrap_or(1)).into(),
         );
+    }
+    if super3 {
+        // The Super pre-training recipes never build a CommOverlapConfig
+        // (recipes/common.py `_pretrain_common`: comm_overlap = None), so TP 2 on GB200
+        // runs its SP collectives without Transformer Engine's overlap.
+        flag("tp-overlap", "false".into());
     }
     if !kimi {
         a.push("--fp8-params".into());
