@@ -191,5 +191,8 @@ mod tests {
         assert_eq!(expand("(ab|)*2,c*3").unwrap(), "ab|ab|ccc");
         assert_eq!(expand("Et*4|(t*4|)*2tmL").unwrap(), "Etttt|tttt|tttt|tmL");
         assert_eq!(expand("t*12").unwrap(), "tttttttttttt");
+        // The limit is on the expanded length: 10⁶ characters pass, one more does not.
+        assert_eq!(expand("t*1000000").unwrap().len(), 1_000_000);
+        assert!(expand("t*1000001").is_err());
     }
 }
