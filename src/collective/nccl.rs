@@ -319,4 +319,49 @@ mod tests {
         let expect = 2.0 * 3.4e-6 + 2.0 * 14e-6 + 2.0 * 15.0 / 16.0 * (n / 8.0) / 24e9;
         assert_relative_eq!(t.get(), expect, max_relative = 1e-12);
     }
+
+    #[test]
+    fn one_dimension_is_its_own_ring_not_a_flat_ring() {
+        // On one switch of 8 the ring across all ranks is that dimension's ring: the
+        // phase list stays the hierarchical one (not labelled a flat ring) and the time
+        // is the ring's, 2·7 steps of α plus 2·7/8·n through each port:
+        // 14 · 3.4 µs + 2·7/8 · 1 GB / 240 GB/s.
+        let dims = [dgx_a100(1)[0]];
+        let n = 1e9;
+        let o = Options {
+            algorithm: Algorithm::Ring,
+            ..Options::default()
+        };
+        let t = super::super::time(Collective::AllReduce, Bytes::new(n), &dims, &o).unwrap();
+        assert!(!t.flat_ring);
+        assert_eq!(t.n_phases, 1);
+        let expect = 14.0 * 3.4e-6 + 2.0 * 7.0 / 8.0 * n / 240e9;
+        assert_relative_eq!(t.total.get(), expect, max_relative = 1e-12);
+    }
+
+    #[test]
+    fn a_tie_keeps_the_ring() {
+        // Two ranks: the ring (2·(2−1) = 2 steps, 2·1/2·n bytes) and the double binary
+        // tree (2·log₂2 = 2 steps, n bytes) cost the same; a tie keeps the earliest of
+        // NCCL_ALGORITHMS (ring, tree, in-network), so the table names the ring.
+        let d = Dim::new(
+            DimKind::Switch,
+            2,
+            Bandwidth::new(100e9),
+            Seconds::new(1e-6),
+        )
+        .unwrap();
+        let n = Bytes::new(1024.0 * 1024.0);
+        let s = Slot {
+            dim: 0,
+            op: Collective::AllReduce,
+            frac: 1.0,
+        };
+        let ring = super::super::dim_cost(Collective::AllReduce, Algorithm::Ring, &d).unwrap();
+        let tree =
+            super::super::dim_cost(Collective::AllReduce, Algorithm::DoubleBinaryTree, &d).unwrap();
+        assert_eq!(ring.time(&d, n), tree.time(&d, n), "the case is a tie");
+        let (a, _) = select(&s, Algorithm::Auto, &d, n, false).unwrap();
+        assert_eq!(a, Algorithm::Ring);
+    }
 }
