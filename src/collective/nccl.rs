@@ -321,6 +321,58 @@ mod tests {
     }
 
     #[test]
+    fn auto_takes_the_flat_ring_when_it_is_faster() {
+        // switch(2, 10 GB/s, 1 µs) × switch(8, 100 GB/s, 1 µs), all-reduce of n = 1 GiB.
+        // Flat ring over P = 16 (w = 2): 8 of its 16 edges cross the outer dimension, 8 the
+        // inner; steps 2·(8 − 1) = 14 outer and 2·15 − 14 = 16 inner; the inner port
+        // carries (8/16)·2·15/16·n at 10 GB/s, the bottleneck: 30 µs + 0.9375·n / 10 GB/s.
+        // Hierarchical: the inner reduce-scatter and all-gather each move n/2 through the
+        // 10 GB/s port, n / 10 GB/s together, slower; so `auto` keeps the flat ring.
+        let slow = Dim::new(DimKind::Switch, 2, Bandwidth::new(10e9), Seconds::new(1e-6)).unwrap();
+        let fast = Dim::new(
+            DimKind::Switch,
+            8,
+            Bandwidth::new(100e9),
+            Seconds::new(1e-6),
+        )
+        .unwrap();
+        let dims = [slow, fast];
+        let n = 1024f64.powi(3);
+        let flat = 30e-6 + 0.5 * 2.0 * 15.0 / 16.0 * n / 10e9;
+        let o = Options::default();
+        let t = super::super::time(Collective::AllReduce, Bytes::new(n), &dims, &o).unwrap();
+        assert!(t.flat_ring);
+        assert_relative_eq!(t.total.get(), flat, max_relative = 1e-12);
+        let total = super::super::total(Collective::AllReduce, Bytes::new(n), &dims, &o).unwrap();
+        assert_relative_eq!(total.get(), flat, max_relative = 1e-12);
+    }
+
+    #[test]
+    fn a_forced_ring_is_the_flat_ring_even_when_phases_are_faster() {
+        // 16 DGX A100 nodes, 1 GiB: the flat ring of flat_ring_on_16_dgx_a100_nodes
+        // (224·3.4 µs + 30·14 µs + (16/128)·2·127/128·n / 24 GB/s) is what `ring` means,
+        // though ring phases per dimension would be faster (the outer all-reduce on n/8:
+        // 2·15/16·n/8 / 24 GB/s < 2·127/128·n/8 / 24 GB/s); `total` agrees with `time`.
+        let dims = dgx_a100(16);
+        let n = 1024f64.powi(3);
+        let o = Options {
+            algorithm: Algorithm::Ring,
+            ..Options::default()
+        };
+        let flat = 224.0 * 3.4e-6 + 30.0 * 14e-6 + (16.0 / 128.0) * 2.0 * 127.0 / 128.0 * n / 24e9;
+        let total = super::super::total(Collective::AllReduce, Bytes::new(n), &dims, &o).unwrap();
+        assert_relative_eq!(total.get(), flat, max_relative = 1e-12);
+        let auto = super::super::total(
+            Collective::AllReduce,
+            Bytes::new(n),
+            &dims,
+            &Options::default(),
+        )
+        .unwrap();
+        assert!(auto.get() < 0.95 * flat, "{auto:?}");
+    }
+
+    #[test]
     fn one_dimension_is_its_own_ring_not_a_flat_ring() {
         // On one switch of 8 the ring across all ranks is that dimension's ring: the
         // phase list stays the hierarchical one (not labelled a flat ring) and the time
