@@ -351,7 +351,7 @@ mod tests {
             ("runs-2025", 144),
             ("amd-mlperf", 19),
             ("nvidia-mlperf", 21),
-            ("frontier", 20),
+            ("frontier", 29),
         ];
         for ((name, text), (want, n)) in SETS.iter().zip(expected) {
             assert_eq!(*name, want);

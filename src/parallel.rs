@@ -79,6 +79,16 @@ pub struct PlanSpec {
     /// `fp4_param_gather`, set by Megatron-Bridge's FP8, MXFP8 and NVFP4 recipes).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub fp8_params: bool,
+    /// With an 8- or 4-bit precision, the first and the last this many layers run in BF16
+    /// (Megatron-core `--first-last-layers-bf16` with `--num-layers-at-start-in-bf16` and
+    /// `--num-layers-at-end-in-bf16`: `fp8_utils.py`/`fp4_utils.py` give those layers no
+    /// FP8/FP4 context; Megatron-Bridge's NVFP4 recipes keep the last 4 (gpt-oss 20B,
+    /// Llama 3 8B) or 14 (Nemotron 3 Super) layers in BF16).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub bf16_first_layers: u32,
+    /// See `bf16_first_layers`.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub bf16_last_layers: u32,
     /// LoRA adapter rank (0: full training or SFT; > 0: frozen base weights).
     pub lora_rank: u32,
     /// Which linear layers get LoRA adapters.
@@ -167,6 +177,10 @@ pub struct PlanSpec {
     pub offload: crate::offload::Offload,
 }
 
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
 impl Default for PlanSpec {
     fn default() -> Self {
         PlanSpec {
@@ -187,6 +201,8 @@ impl Default for PlanSpec {
             account_for_loss: false,
             fp8_recipe: Fp8Recipe::Delayed,
             fp8_params: false,
+            bf16_first_layers: 0,
+            bf16_last_layers: 0,
             lora_rank: 0,
             lora_targets: LoraTargets::All,
             hsdp: None,
@@ -275,6 +291,9 @@ pub struct Plan {
     pub fp8_recipe: Fp8Recipe,
     /// Weights kept only in the low-precision format (`PlanSpec::fp8_params`; false in 16-bit).
     pub fp8_params: bool,
+    /// Layers run in BF16 at the start and at the end of the model
+    /// (`PlanSpec::bf16_first_layers`, `bf16_last_layers`; zero in 16-bit).
+    pub bf16_layers: [u32; 2],
     /// LoRA rank (0 = every weight trains).
     pub lora_rank: u32,
     /// LoRA target layers.
@@ -663,6 +682,7 @@ impl Plan {
             stages: Stages::new(layers, s.pp, &split)?,
             fp8_recipe: s.fp8_recipe,
             fp8_params: s.fp8_params,
+            bf16_layers: [s.bf16_first_layers, s.bf16_last_layers],
             lora_rank: s.lora_rank,
             lora_targets: s.lora_targets,
             hsdp: s.hsdp.unwrap_or(0),
@@ -702,9 +722,65 @@ impl Plan {
             offload: s.offload,
         };
         crate::offload::check_plan(&plan, model)?;
+        plan.check_bf16_layers(layers)?;
         let ends = u32::from(s.account_for_embedding) + u32::from(s.account_for_loss);
         plan.check_model(model, ends)?;
         Ok(plan)
+    }
+
+    /// What Megatron-core accepts of BF16 first and last layers (`TransformerConfig`
+    /// `__post_init__`): a low precision to leave (not FP8 delayed scaling, "Delayed
+    /// scaling does not support first / last layer in BF16"), and at most the layers of
+    /// one pipeline stage at each end (here: of the first and of the last stage; with one
+    /// stage, the two ends may not overlap).
+    fn check_bf16_layers(&self, layers: u32) -> Result<()> {
+        let [a, z] = self.bf16_layers;
+        if a == 0 && z == 0 {
+            return Ok(());
+        }
+        let key = if a > 0 {
+            "bf16_first_layers"
+        } else {
+            "bf16_last_layers"
+        };
+        if !self.precision.is_low() {
+            return Err(bad(
+                key,
+                format!(
+                    "keeps layers in BF16 out of an 8- or 4-bit precision; the plan runs {}",
+                    self.precision.name()
+                ),
+            ));
+        }
+        if self.precision == Precision::Fp8 && self.fp8_recipe == Fp8Recipe::Delayed {
+            return Err(bad(
+                key,
+                "FP8 delayed scaling cannot keep layers in BF16 (Megatron-core); use --fp8-recipe current, or mxfp8".into(),
+            ));
+        }
+        let st = self.stages;
+        if a > st.first {
+            return Err(bad(
+                "bf16_first_layers",
+                format!(
+                    "{a} is more than the {} layers of the first stage",
+                    st.first
+                ),
+            ));
+        }
+        if z > st.last {
+            return Err(bad(
+                "bf16_last_layers",
+                format!("{z} is more than the {} layers of the last stage", st.last),
+            ));
+        }
+        if self.pp == 1 && a + z > layers {
+            return Err(bad(
+                "bf16_last_layers",
+                format!("{a} first and {z} last BF16 layers overlap in a model of {layers}"),
+            ));
+        }
+        Ok(())
     }
 
     /// `ends`: the embedding and loss counted as layers of the pipeline split (0–2); a

@@ -224,3 +224,55 @@ fn nemotron_3_nano_matches_its_model_card() {
         src,
     );
 }
+
+#[test]
+fn nemotron_3_ultra_matches_its_report() {
+    // Nemotron 3 Ultra technical report (arXiv 2606.15007) and model card: 550B parameters,
+    // 55B active. By hand, as Super's (models/nemotron3-ultra.toml): 48 Mamba layers of
+    // 8192·(2·16384 + 2·8·128 + 256) + (16384 + 2048)·5 + 3·256 + 16384 + 16384·8192 +
+    // 8192 = 421 645 056; 12 attention layers of 8192·(8192 + 2·256) + 8192·8192 + 8192 =
+    // 138 420 224; 48 LatentMoE layers of 512·2·2048·5120 + 2·8192·10240 + 2·8192·2048 +
+    // 8192·512 + 8192 = 10 942 947 328; embeddings 2·131072·8192 and the final norm; the
+    // shared MTP module once: 138 420 224 + 10 942 947 328 + 2·8192² + 2·8192.
+    let src = "Nemotron 3 Ultra report, Table 1";
+    let t = transformer("nemotron3-ultra");
+    let hy = t.hybrid.expect("a hybrid model");
+    assert_eq!(
+        (hy.counts.mamba, hy.counts.attention, hy.counts.moe),
+        (48, 12, 48)
+    );
+    let body = 48.0 * 421_645_056.0
+        + 12.0 * 138_420_224.0
+        + 48.0 * 10_942_947_328.0
+        + 2.0 * 131072.0 * 8192.0
+        + 8192.0;
+    let mtp = 138_420_224.0 + 10_942_947_328.0 + 2.0 * 8192.0 * 8192.0 + 2.0 * 8192.0;
+    assert!(
+        (t.params() - body - mtp).abs() < 1.0,
+        "{} vs {}",
+        t.params(),
+        body + mtp
+    );
+    close("nemotron3-ultra total", body, 550e9, 0.01, src);
+    // Active: the routed experts' idle 490 of 512, each 2·2048·5120 on the latent space.
+    let idle = 48.0 * 490.0 * 2.0 * 2048.0 * 5120.0;
+    close("nemotron3-ultra active", body - idle, 55e9, 0.02, src);
+}
+
+#[test]
+fn nemotron_3_5_lightning_is_nano_with_its_mtp_module() {
+    // Megatron-Bridge's model verification card for Nemotron 3.5 Lightning counts
+    // 32 913 266 240 parameters. By hand: Nano's 31 577 937 344
+    // (nemotron_3_nano_matches_its_model_card) and one shared MTP module of one attention
+    // layer (23 399 040), one MoE layer (1 297 468 032), the 2h × h projection (2·2688²) and
+    // two norms. The card also holds what the model does not count, 5 760: each MoE layer's
+    // expert-bias vector (24 of 128, the MTP module's included) and the module's final
+    // norm (2688).
+    let nano = transformer("nemotron-3-nano-30b-a3b").params();
+    let t = transformer("nemotron-3.5-lightning-30b-a3b");
+    let mtp = 23_399_040.0 + 1_297_468_032.0 + 2.0 * 2688.0 * 2688.0 + 2.0 * 2688.0;
+    assert!((nano - 31_577_937_344.0).abs() < 1.0, "{nano}");
+    assert!((t.params() - nano - mtp).abs() < 1.0, "{}", t.params());
+    let uncounted = 24.0 * 128.0 + 2688.0;
+    assert!((32_913_266_240.0 - t.params() - uncounted).abs() < 1.0);
+}

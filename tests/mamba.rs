@@ -284,6 +284,7 @@ fn command(r: &Run) -> Vec<String> {
     let model = match r.model.as_str() {
         "Nemotron5-H_56B" => "nemotron-h-56b",
         "Nemotron_3_Nano" => "nemotron-3-nano-30b-a3b",
+        "Nemotron_3_5_Lightning" => "nemotron-3.5-lightning-30b-a3b",
         m => panic!("no preset for {m}"),
     };
     let system = match r.gpu.as_str() {
@@ -335,8 +336,9 @@ fn command(r: &Run) -> Vec<String> {
     a
 }
 
-/// Nemotron-H 56B and Nemotron 3 Nano pre-training as Megatron-Bridge publishes it (9 rows,
-/// containers 26.02 to 26.08): every row is expressible, and each estimate is within 25% of
+/// Nemotron-H 56B, Nemotron 3 Nano and Nemotron 3.5 Lightning (Nano's architecture with two
+/// MTP depths; its 26.08 recipe is Nano's plus MTP) pre-training as Megatron-Bridge
+/// publishes it (10 rows, containers 26.02 to 26.08): every row is expressible, and each estimate is within 25% of
 /// the published step. Nothing is fitted to these rows. Measured (docs/validation-modern.md,
 /// "Hybrid Mamba models"): 56B +0.7% (GB200), +7.9% (GB300), +15.9% (H100); Nano −11% to
 /// −22%, the same sign and size as Qwen3-30B-A3B's rows of the same containers (MoE compute
@@ -348,7 +350,7 @@ fn published_hybrid_runs() {
         .deserialize()
         .map(|r| r.expect("a run row"))
         .collect();
-    assert_eq!(runs.len(), 9);
+    assert_eq!(runs.len(), 10);
     let mut errors = Vec::new();
     for r in &runs {
         let args = command(r);

@@ -67,6 +67,12 @@ pub struct PlanFlags {
     /// Keep the weights only in the 8- or 4-bit format, with an fp32 master in the optimizer, and all-gather them in it (Megatron-core --fp8-param-gather; Megatron-Bridge's FP8, MXFP8 and NVFP4 recipes). Needs --precision fp8, mxfp8 or nvfp4.
     #[arg(long)]
     pub fp8_params: bool,
+    /// With --precision fp8, mxfp8 or nvfp4: run the first N layers in BF16 (Megatron-core --first-last-layers-bf16 --num-layers-at-start-in-bf16 N).
+    #[arg(long, value_name = "N")]
+    pub bf16_first_layers: Option<u32>,
+    /// With --precision fp8, mxfp8 or nvfp4: run the last N layers in BF16 (Megatron-core --num-layers-at-end-in-bf16 N; Megatron-Bridge's Nemotron 3 Super NVFP4 recipe keeps 14).
+    #[arg(long, value_name = "N")]
+    pub bf16_last_layers: Option<u32>,
     /// LoRA fine-tuning with adapters of this rank (frozen base weights).
     #[arg(long)]
     pub lora_rank: Option<u32>,
@@ -200,7 +206,16 @@ impl PlanFlags {
         macro_rules! set {
             ($($f:ident),*) => { $(if let Some(v) = self.$f { p.$f = v; })* };
         }
-        set!(tp, pp, ep, cp, micro_batch, lora_rank);
+        set!(
+            tp,
+            pp,
+            ep,
+            cp,
+            micro_batch,
+            lora_rank,
+            bf16_first_layers,
+            bf16_last_layers
+        );
         p.seq_len = self.seq_len.or(p.seq_len);
         p.packed_sample_len = self.packed_sample_len.or(p.packed_sample_len);
         p.first_stage_layers = self.first_stage_layers.or(p.first_stage_layers);
@@ -326,6 +341,8 @@ impl PlanFlags {
             ("packed_sample_len", self.packed_sample_len),
             ("first_stage_layers", self.first_stage_layers),
             ("last_stage_layers", self.last_stage_layers),
+            ("bf16_first_layers", self.bf16_first_layers),
+            ("bf16_last_layers", self.bf16_last_layers),
             ("micro_batch", self.micro_batch),
             ("global_batch", self.global_batch),
             ("virtual_stages", self.virtual_stages),

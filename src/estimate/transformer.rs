@@ -384,6 +384,11 @@ pub(super) fn evaluate<T: Trace>(
         with_mtp = last.add(parts.mtp, mtp).add(*last, mtp);
         last = &with_mtp;
     }
+    let bf16_ends;
+    if plan.bf16_layers != [0, 0] {
+        bf16_ends = bf16_layers(&c, parts, (first, last), tr)?;
+        (first, last) = (&bf16_ends.0, &bf16_ends.1);
+    }
     let (worst, st, bubble) = pipeline(&c, lay, first, last, tr);
     let mb = plan.micro_batches as f64;
     let mut times = Times {
@@ -481,6 +486,58 @@ pub(super) fn evaluate<T: Trace>(
         groups,
         tokens_per_sample: m.s,
     })
+}
+
+/// The first and last stages' blocks with the plan's BF16 layers (`Plan::bf16_layers`,
+/// Megatron-core `first_last_layers_bf16`): those layers run without the FP8/FP4 context
+/// (`fp8_utils.py` / `fp4_utils.py`, `get_fp*_context` by layer number), so each is the
+/// 16-bit layer, timed as a BF16 plan times it (BF16 GEMM peak, 2-byte activations, no
+/// quantization casts or low-precision weights), in place of the low-precision one:
+/// `first' = first + a·(T₁₆ − T)` over the first `a` layers (the model's dense layers
+/// among them as dense layers), `last' = last + z·(T₁₆ − T)`. A hybrid model's layer is
+/// its pattern's mean layer, as everywhere (`hybrid_parts`).
+fn bf16_layers<T: Trace>(
+    c: &Ctx,
+    low: &Parts,
+    (first, last): (&Block, &Block),
+    tr: &mut T,
+) -> Result<(Block, Block)> {
+    let bf16 = crate::compute::Precision::Bf16;
+    let plan16 = Plan {
+        precision: bf16,
+        fp8_params: false,
+        bf16_layers: [0, 0],
+        ..*c.plan
+    };
+    let peak = c.dev.gemm_peak(bf16)?;
+    let c16 = Ctx {
+        plan: &plan16,
+        peak,
+        attn_peak: peak,
+        speedup: 1.0,
+        e: bf16.activation_bytes(),
+        ..*c
+    };
+    let p16 = parts(&c16, &mut crate::estimate::NoTrace)?;
+    let [a, z] = c.plan.bf16_layers.map(f64::from);
+    let d = (c.m.dense_layers.min(c.plan.stages.first) as f64).min(a);
+    let first = first
+        .add(p16.dense, d)
+        .add(low.dense, -d)
+        .add(p16.lay, a - d)
+        .add(low.lay, -(a - d));
+    let last = last.add(p16.lay, z).add(low.lay, -z);
+    tr.line(|| {
+        let (t, t16) = (stage_time(&low.lay).total, stage_time(&p16.lay).total);
+        let (td, td16) = (stage_time(&low.dense).total, stage_time(&p16.dense).total);
+        format!(
+            "BF16 layers (first {a}, last {z}; Megatron-core first_last_layers_bf16): a layer per micro-batch T = {t} at the plan's precision, T₁₆ = {t16} in BF16 (a dense layer {td}, {td16}); first stage + {d}·(T₁₆,dense − T_dense) + {}·(T₁₆ − T) = {}, last stage + z·(T₁₆ − T) = {}",
+            a - d,
+            (td16 - td) * d + (t16 - t) * (a - d),
+            (t16 - t) * z
+        )
+    });
+    Ok((first, last))
 }
 
 /// The per-layer blocks of a plan, which a sweep's [`super::Memo`] reuses across plans
