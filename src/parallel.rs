@@ -84,10 +84,10 @@ pub struct PlanSpec {
     /// `--num-layers-at-end-in-bf16`: `fp8_utils.py`/`fp4_utils.py` give those layers no
     /// FP8/FP4 context; Megatron-Bridge's NVFP4 recipes keep the last 4 (gpt-oss 20B,
     /// Llama 3 8B) or 14 (Nemotron 3 Super) layers in BF16).
-    #[serde(default, skip_serializing_if = "is_zero")]
+    #[serde(default)]
     pub bf16_first_layers: u32,
     /// See `bf16_first_layers`.
-    #[serde(default, skip_serializing_if = "is_zero")]
+    #[serde(default)]
     pub bf16_last_layers: u32,
     /// LoRA adapter rank (0: full training or SFT; > 0: frozen base weights).
     pub lora_rank: u32,
@@ -175,10 +175,6 @@ pub struct PlanSpec {
     /// "zero-offload", "zero-infinity", …; default none.
     #[serde(skip_serializing_if = "crate::offload::Offload::is_none")]
     pub offload: crate::offload::Offload,
-}
-
-fn is_zero(n: &u32) -> bool {
-    *n == 0
 }
 
 impl Default for PlanSpec {

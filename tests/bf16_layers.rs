@@ -195,3 +195,69 @@ fn bf16_first_layers_of_an_moe_model_are_its_dense_layers_first() {
         max_relative = 3e-3
     );
 }
+
+#[test]
+fn bf16_layers_up_to_a_stage_or_the_whole_model_are_accepted() {
+    // The limits are inclusive (Megatron-core: at most the layers per pipeline stage): 16
+    // BF16 first layers on a 16-layer first stage, and 16 + 16 = 32 on one stage of a
+    // 32-layer model, where every layer then runs in BF16.
+    for extra in [
+        &[
+            "--precision",
+            "mxfp8",
+            "--pp",
+            "2",
+            "--bf16-first-layers",
+            "16",
+        ][..],
+        &[
+            "--precision",
+            "mxfp8",
+            "--pp",
+            "2",
+            "--bf16-last-layers",
+            "16",
+        ][..],
+        &[
+            "--precision",
+            "nvfp4",
+            "--bf16-first-layers",
+            "16",
+            "--bf16-last-layers",
+            "16",
+        ][..],
+    ] {
+        let mut args: Vec<&str> = PLAN[..PLAN.len() - 1].to_vec();
+        args.extend_from_slice(extra);
+        common::text(&args);
+    }
+}
+
+#[test]
+fn a_scenario_file_takes_the_same_keys() {
+    // `bf16_first_layers` and `bf16_last_layers` in a scenario's [plan] give the estimate
+    // the flags give.
+    let mut args: Vec<&str> = PLAN[..PLAN.len() - 1].to_vec();
+    args.extend_from_slice(&[
+        "--precision",
+        "nvfp4",
+        "--bf16-first-layers",
+        "1",
+        "--bf16-last-layers",
+        "4",
+    ]);
+    let flags = common::json(&args)["iteration_time_s"].as_f64().unwrap();
+    let path = common::tmp("bf16_layers").join("plan.toml");
+    std::fs::write(
+        &path,
+        "model = \"llama3-8b\"\nsystem = \"dgx-b200\"\n[plan]\ngpus = 8\nglobal_batch = 64\n\
+         micro_batch = 2\nseq_len = 4096\nprecision = \"nvfp4\"\nbf16_first_layers = 1\n\
+         bf16_last_layers = 4\n",
+    )
+    .unwrap();
+    let file =
+        common::json(&["estimate", "--scenario", &path.to_string_lossy()])["iteration_time_s"]
+            .as_f64()
+            .unwrap();
+    assert_eq!(flags, file);
+}

@@ -127,7 +127,18 @@ pub fn plan_table(r: &EstimateResult, topology: &str, domains: &str) -> Result<T
             )),
             String::new(),
         ),
-        ("precision", Cell::text(&p.precision), String::new()),
+        (
+            "precision",
+            if p.bf16_first_layers + p.bf16_last_layers > 0 {
+                Cell::text(format!(
+                    "{} (BF16: first {}, last {} layers)",
+                    p.precision, p.bf16_first_layers, p.bf16_last_layers
+                ))
+            } else {
+                Cell::text(&p.precision)
+            },
+            String::new(),
+        ),
     ];
     let folded = p.ep > 1 || p.etp != p.tp;
     for (k, v, net) in rows {

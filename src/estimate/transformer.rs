@@ -509,13 +509,13 @@ fn bf16_layers<T: Trace>(
         bf16_layers: [0, 0],
         ..*c.plan
     };
-    let peak = c.dev.gemm_peak(bf16)?;
+    // A low-precision plan already runs its attention at the 16-bit peak (`attn_peak`) and
+    // keeps 2-byte activations (`Precision::activation_bytes`): only the GEMMs' peak and
+    // their low-precision speed-up change.
     let c16 = Ctx {
         plan: &plan16,
-        peak,
-        attn_peak: peak,
+        peak: c.attn_peak,
         speedup: 1.0,
-        e: bf16.activation_bytes(),
         ..*c
     };
     let p16 = parts(&c16, &mut crate::estimate::NoTrace)?;

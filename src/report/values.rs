@@ -104,6 +104,10 @@ pub struct PlanValue {
     pub account_for_loss: bool,
     /// Weights kept only in the low-precision format (`--fp8-params`).
     pub fp8_params: bool,
+    /// Layers run in BF16 at the start of a low-precision plan (`--bf16-first-layers`).
+    pub bf16_first_layers: u32,
+    /// Layers run in BF16 at the end (`--bf16-last-layers`).
+    pub bf16_last_layers: u32,
     /// Offload plan: "none", or the items offloaded with their tier, e.g.
     /// "optimizer,gradients" or "optimizer:nvme,gradients,params:nvme" (docs/offload.md).
     pub offload: String,
@@ -205,6 +209,8 @@ impl From<&Plan> for PlanValue {
             account_for_embedding: p.account_for_embedding,
             account_for_loss: p.account_for_loss,
             fp8_params: p.fp8_params,
+            bf16_first_layers: p.bf16_layers[0],
+            bf16_last_layers: p.bf16_layers[1],
             offload: p.offload.name(),
         }
     }
