@@ -381,3 +381,22 @@ pub enum Order {
     /// TP innermost, then PP, then DP.
     TpPpDp,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn zero3_impl_names_are_the_keys_a_scenario_takes() {
+        // The name printed in tables, JSON and CSV (`plan.zero3_impl`) is the value a
+        // scenario file's `zero3_impl` accepts, for every implementation.
+        for (z, name) in [
+            (Zero3Impl::Fsdp, "fsdp"),
+            (Zero3Impl::Deepspeed2021, "deepspeed-2021"),
+        ] {
+            assert_eq!(z.name(), name);
+            let back: Zero3Impl = serde_json::from_str(&format!("\"{}\"", z.name())).unwrap();
+            assert_eq!(back, z);
+        }
+    }
+}
