@@ -399,4 +399,31 @@ mod tests {
             assert_eq!(back, z);
         }
     }
+
+    #[test]
+    fn sets_print_as_the_lists_they_parse_from() {
+        // What tables and CSV print for a CUDA graph capture or a set of recomputed
+        // modules is the comma list that flag takes, in the scopes' order, and parses back
+        // to the same set: every one of the 64 captures and 8 module sets.
+        let cg = |s: &str| CudaGraphs::parse(s).unwrap();
+        assert_eq!(CudaGraphs::NONE.to_string(), "none");
+        assert_eq!(CudaGraphs::FULL.to_string(), "full");
+        assert_eq!(cg("moe_router, attn").to_string(), "attn,moe_router");
+        assert_eq!(
+            cg("mamba,moe_preprocess,mlp").to_string(),
+            "mlp,moe_preprocess,mamba"
+        );
+        for bits in 0..=63u8 {
+            let g = CudaGraphs(bits);
+            assert_eq!(cg(&g.to_string()), g, "{bits}");
+        }
+        let rm = |s: &str| RecomputeModules::parse(s).unwrap();
+        assert_eq!(RecomputeModules::NONE.to_string(), "none");
+        assert_eq!(rm("moe_act,layernorm").to_string(), "layernorm,moe_act");
+        for bits in 0..=7u8 {
+            let m = RecomputeModules(bits);
+            assert_eq!(rm(&m.to_string()), m, "{bits}");
+            assert_eq!(String::from(m), m.to_string());
+        }
+    }
 }
