@@ -425,5 +425,13 @@ mod tests {
             assert_eq!(rm(&m.to_string()), m, "{bits}");
             assert_eq!(String::from(m), m.to_string());
         }
+        // A scenario file's values go through serde the same way, both directions.
+        let g: CudaGraphs = serde_json::from_str("\"moe,attn\"").unwrap();
+        assert_eq!(g, CudaGraphs(CudaGraphs::ATTN.0 | CudaGraphs::MOE.0));
+        assert_eq!(String::from(g), "attn,moe");
+        assert!(serde_json::from_str::<CudaGraphs>("\"atn\"").is_err());
+        let m: RecomputeModules = serde_json::from_str("\"mla_up_proj\"").unwrap();
+        assert_eq!(m, RecomputeModules::MLA_UP_PROJ);
+        assert!(serde_json::from_str::<RecomputeModules>("\"mla\"").is_err());
     }
 }
