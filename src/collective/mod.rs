@@ -428,4 +428,33 @@ mod tests {
         assert_eq!(t.n_phases, 3);
         assert_relative_eq!(t.total.get(), 2.0 * rs + ar, max_relative = 1e-12);
     }
+
+    #[test]
+    fn auto_keeps_the_earlier_algorithm_on_a_tie() {
+        // Two ranks on a switch, all-reduce of n: the ring takes 2·(2−1) = 2 steps of n/2
+        // (2α + n/B) and the double binary tree 2·log₂2 = 2 steps moving n (2α + n/B):
+        // equal, so `auto` keeps the ring, the earlier of `Algorithm::ALL`.
+        let d = Dim::new(
+            DimKind::Switch,
+            2,
+            Bandwidth::new(100e9),
+            Seconds::new(1e-6),
+        )
+        .unwrap();
+        let n = Bytes::new(1024.0 * 1024.0);
+        let op = Collective::AllReduce;
+        let ring = dim_cost(op, Algorithm::Ring, &d).unwrap().time(&d, n);
+        let tree = dim_cost(op, Algorithm::DoubleBinaryTree, &d)
+            .unwrap()
+            .time(&d, n);
+        assert_relative_eq!(
+            ring.get(),
+            2e-6 + 1024.0 * 1024.0 / 100e9,
+            max_relative = 1e-12
+        );
+        assert_eq!(ring, tree, "the case is a tie");
+        let (a, c) = select(op, Algorithm::Auto, &d, n).unwrap();
+        assert_eq!(a, Algorithm::Ring);
+        assert_eq!(c.time(&d, n), ring);
+    }
 }
