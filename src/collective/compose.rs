@@ -305,3 +305,37 @@ fn baseline(
     out.total = sum + bottleneck * (c - 1.0);
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::network::DimKind;
+    use crate::units::Bandwidth;
+
+    fn pairs() -> [Dim; MAX_DIMS] {
+        [Dim::new(DimKind::Switch, 2, Bandwidth::new(1e11), Seconds::new(1e-6)).unwrap(); MAX_DIMS]
+    }
+
+    #[test]
+    fn plans_span_the_most_dimensions_a_network_has() {
+        // Eight dimensions of 2 (P = 256), innermost first. Gather: outputs n·p₁/P,
+        // n·p₁p₂/P, …, n, i.e. 2^(i+1)/256 on dimension i.
+        let dims = pairs();
+        let order: [usize; MAX_DIMS] = std::array::from_fn(|i| i);
+        let mut out = [EMPTY_SLOT; 2 * MAX_DIMS];
+        let n = plan(Collective::Gather, &dims, &order, false, &mut out);
+        assert_eq!(n, MAX_DIMS);
+        for (i, s) in out[..n].iter().enumerate() {
+            assert_eq!(s.dim, i);
+            assert_eq!(s.frac, 2f64.powi(i as i32 + 1) / 256.0);
+        }
+        // All-reduce: reduce-scatter on the first seven with n, n/2, …, n/64, the
+        // all-reduce on the eighth with n/128, all-gathers back: 15 phases.
+        let n = plan(Collective::AllReduce, &dims, &order, false, &mut out);
+        assert_eq!(n, 2 * MAX_DIMS - 1);
+        assert_eq!(out[7].op, Collective::AllReduce);
+        assert_eq!(out[7].frac, 1.0 / 128.0);
+        assert_eq!(out[14].frac, 1.0);
+        assert_eq!(out[6].frac, 1.0 / 64.0);
+    }
+}
