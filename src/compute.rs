@@ -179,6 +179,24 @@ pub struct EfficiencySpec {
     /// rate ([`Device::head_size_factors`]). Unset: no head-size correction.
     #[serde(default, with = "opt_rate", skip_serializing_if = "Option::is_none")]
     pub exp_rate: Option<FlopRate>,
+    /// Fused attention with 8-bit inputs (Transformer Engine's FP8 dot-product attention,
+    /// Megatron-core `fp8_dot_product_attention`, `--fp8-attention`) with per-tensor FP8
+    /// scaling: its `[forward, backward]` speed-up over the 16-bit fused kernel at the same
+    /// shape (causal, head size 128). Also the rate under an NVFP4 recipe, whose attention
+    /// runs in FP8 with current scaling (Megatron-Bridge `ffa5b7b59`). Unset: the device has
+    /// no measured 8-bit attention and such a plan is refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fp8_attention: Option<[f64; 2]>,
+    /// The same with MXFP8 inputs (an E8M0 scale per 32).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mxfp8_attention: Option<[f64; 2]>,
+    /// Whether the 8-bit backward kernel computes every causal tile under a sliding window
+    /// (its time that of full causal attention) where the 16-bit one computes the band only:
+    /// cuDNN's FP8 and MXFP8 SDPA backward on GB200 and GB300 grows with `s²` at a window
+    /// of 128 (cudnn-frontend `benchmark/sdpa_benchmark_training/results/gpt_oss`, cuDNN
+    /// 9.22: 0.58, 1.87, 6.65, 25.0, 96.9 ms at 2K–32K tokens, where BF16's grows with `s`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub fp8_attention_bwd_full: bool,
     /// Fraction of HBM bandwidth an elementwise kernel sustains (STREAM-like).
     pub memory: f64,
     /// Fixed cost of one kernel launch and tail.
@@ -320,6 +338,22 @@ impl Device {
                 format!("must be a positive rate, got {}", x.get()),
             ));
         }
+        for (k, v) in [
+            ("fp8_attention", e.fp8_attention),
+            ("mxfp8_attention", e.mxfp8_attention),
+        ] {
+            if let Some(r) = v
+                && !r.iter().all(|x| *x > 0.0 && x.is_finite())
+            {
+                return Err(Error::input(
+                    format!("{what}: efficiency.{k}"),
+                    format!(
+                        "must be two positive speed-ups [forward, backward], got {:?}",
+                        r
+                    ),
+                ));
+            }
+        }
         if !(0.0..=1.0).contains(&e.overlap_slowdown) {
             return Err(Error::input(
                 format!("{what}: efficiency.overlap_slowdown"),
@@ -421,6 +455,38 @@ impl Device {
                 )),
             },
         }
+    }
+
+    /// The speed-ups of 8-bit fused attention over the 16-bit kernel under precision `p`,
+    /// `(forward, backward)`: MXFP8 plans take `mxfp8_attention`, FP8 and NVFP4 plans
+    /// `fp8_attention` (an NVFP4 recipe runs its attention in FP8 with current scaling).
+    /// An error naming the device and the key when the device file has none, or when `p` is
+    /// not an 8- or 4-bit precision.
+    pub fn fp8_attention_speedup(&self, p: Precision) -> Result<(f64, f64)> {
+        let e = &self.spec.efficiency;
+        let (key, rates) = match p {
+            Precision::Mxfp8 => ("mxfp8_attention", e.mxfp8_attention),
+            Precision::Fp8 | Precision::Nvfp4 => ("fp8_attention", e.fp8_attention),
+            _ => {
+                return Err(Error::input(
+                    "--fp8-attention",
+                    format!(
+                        "8-bit attention needs an fp8, mxfp8 or nvfp4 precision, not {}",
+                        p.name()
+                    ),
+                ));
+            }
+        };
+        rates.map(|[f, b]| (f, b)).ok_or_else(|| {
+            Error::input(
+                "--fp8-attention",
+                format!(
+                    "device '{}' has no measured {} attention rate (efficiency.{key} in its device file); drop the flag, or give the rate in a device file",
+                    self.spec.name,
+                    p.name()
+                ),
+            )
+        })
     }
 
     /// Factors on the fused-attention time of heads narrower than 128, `(forward,

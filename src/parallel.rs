@@ -159,6 +159,12 @@ pub struct PlanSpec {
     /// (FlashAttention-2, PyTorch SDPA's default; the device's `fa2_*` rates).
     #[serde(default)]
     pub attention_kernel: AttentionKernel,
+    /// Fused attention with 8-bit inputs (Transformer Engine's FP8 dot-product attention;
+    /// Megatron-core `fp8_dot_product_attention`): the device's `fp8_attention` or
+    /// `mxfp8_attention` speed-ups over the 16-bit kernel. Needs flash attention, the `te`
+    /// kernel and an 8- or 4-bit precision.
+    #[serde(default)]
+    pub fp8_attention: bool,
     /// Group order on the network.
     pub order: Order,
     /// How MoE tokens are dispatched.
@@ -223,6 +229,7 @@ impl Default for PlanSpec {
             optimizer: Optimizer::Adam,
             flash_attention: false,
             attention_kernel: AttentionKernel::Te,
+            fp8_attention: false,
             order: Order::TpDpPp,
             ep_dispatch: EpDispatch::Alltoall,
             grouped_gemm: GroupedGemm::Streams,
@@ -340,6 +347,8 @@ pub struct Plan {
     pub flash_attention: bool,
     /// The fused-attention kernel.
     pub attention_kernel: AttentionKernel,
+    /// 8-bit fused attention (`PlanSpec::fp8_attention`).
+    pub fp8_attention: bool,
     /// Group order.
     pub order: Order,
     /// MoE token dispatch.
@@ -638,6 +647,23 @@ impl Plan {
                 "fa2 is a fused-attention kernel and the plan has flash attention off; turn it on (--flash-attention) or drop the kernel".into(),
             ));
         }
+        if s.fp8_attention {
+            let why = if !s.flash_attention {
+                Some("runs in the fused attention kernel and the plan has flash attention off; turn it on (--flash-attention)".to_string())
+            } else if s.attention_kernel != AttentionKernel::Te {
+                Some("is Transformer Engine's cuDNN kernel; use --attention-kernel te".into())
+            } else if !s.precision.is_low() {
+                Some(format!(
+                    "needs an fp8, mxfp8 or nvfp4 precision (Transformer Engine runs it inside the FP8 recipe), not {}",
+                    s.precision.name()
+                ))
+            } else {
+                None
+            };
+            if let Some(w) = why {
+                return Err(bad("fp8_attention", format!("8-bit attention {w}")));
+            }
+        }
         check_ep(s, dp)?;
         if let Some(g) = s.hsdp {
             check_hsdp(g, dp, s)?;
@@ -708,6 +734,7 @@ impl Plan {
             optimizer: s.optimizer,
             flash_attention: s.flash_attention,
             attention_kernel: s.attention_kernel,
+            fp8_attention: s.fp8_attention,
             order: s.order,
             ep_dispatch: s.ep_dispatch,
             grouped_gemm: s.grouped_gemm,

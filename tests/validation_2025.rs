@@ -142,6 +142,11 @@ fn command(r: &Run) -> Result<Vec<String>, String> {
         a.push("--fp8-params".into());
     }
     a.push("--flash-attention".into());
+    if is_moe(r) && qwen_graphs(r) == "full" {
+        // `_enable_hybridep_full_iteration_mxfp8` (perf_recipes/qwen/common.py at aad7d9ce2
+        // and 067f987df0) also runs attention in 8 bits (`fp8_dot_product_attention`).
+        a.push("--fp8-attention".into());
+    }
     // TP communication overlap (Transformer Engine userbuffers) is on in the Llama recipes
     // except with NVFP4: `tp_comm_overlap = False if precision == "nvfp4"`
     // (scripts/performance/configs/llama/llama3_llm_pretrain.py and llama31_llm_pretrain.py

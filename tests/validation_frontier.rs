@@ -167,6 +167,20 @@ fn command(r: &Run) -> Vec<String> {
         a.push("--fp8-params".into());
     }
     a.push("--flash-attention".into());
+    // Attention in 8 bits (`fp8_dot_product_attention = True`): gpt-oss's full-iteration
+    // recipes (`_apply_gpt_oss_120b_full_iter_fp8mx_configs`), DeepSeek-V3 on GB300
+    // (`_enable_deepseek_full_iteration_mxfp8(cfg, fp8_dot_product_attention=True, …)`; both
+    // at aad7d9ce2 and 067f987df0) and Nemotron 3 Super's GB200/GB300 MXFP8 recipes from
+    // d0debd0bd (August 2026: the 26.08 rows).
+    let fp8_attention = match model {
+        "gpt-oss-120b" => graphs == "full",
+        "deepseek-v3" => r.gpu == "GB300",
+        "nemotron3-super" => rack && precision == "mxfp8" && r.notes.contains("container 26.08;"),
+        _ => false,
+    };
+    if fp8_attention {
+        a.push("--fp8-attention".into());
+    }
     a
 }
 

@@ -67,6 +67,9 @@ pub struct PlanFlags {
     /// Keep the weights only in the 8- or 4-bit format, with an fp32 master in the optimizer, and all-gather them in it (Megatron-core --fp8-param-gather; Megatron-Bridge's FP8, MXFP8 and NVFP4 recipes). Needs --precision fp8, mxfp8 or nvfp4.
     #[arg(long)]
     pub fp8_params: bool,
+    /// Run fused attention with 8-bit inputs (Transformer Engine's FP8 dot-product attention; Megatron-core --fp8-dot-product-attention) at the device's measured speed-up over the 16-bit kernel. Needs --flash-attention and --precision fp8, mxfp8 or nvfp4.
+    #[arg(long)]
+    pub fp8_attention: bool,
     /// With --precision fp8, mxfp8 or nvfp4: run the first N layers in BF16 (Megatron-core --first-last-layers-bf16 --num-layers-at-start-in-bf16 N).
     #[arg(long, value_name = "N")]
     pub bf16_first_layers: Option<u32>,
@@ -229,6 +232,7 @@ impl PlanFlags {
         p.account_for_embedding |= self.account_for_embedding;
         p.account_for_loss |= self.account_for_loss;
         p.fp8_params |= self.fp8_params;
+        p.fp8_attention |= self.fp8_attention;
         if let Some(s) = &self.cp_kind {
             p.cp_kind = parse_enum("--cp-kind", s, &["ring", "a2a"])?;
         }
@@ -402,6 +406,7 @@ impl PlanFlags {
             ("account_for_embedding", self.account_for_embedding),
             ("account_for_loss", self.account_for_loss),
             ("fp8_params", self.fp8_params),
+            ("fp8_attention", self.fp8_attention),
         ] {
             if on {
                 t.insert(k.into(), Value::Boolean(true));

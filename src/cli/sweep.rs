@@ -107,6 +107,9 @@ pub struct SweepArgs {
     /// Weights only in the 8- or 4-bit format in every low-precision plan (see `estimate --help`).
     #[arg(long)]
     pub fp8_params: bool,
+    /// 8-bit fused attention in every low-precision plan with flash attention (see `estimate --help`).
+    #[arg(long)]
+    pub fp8_attention: bool,
     /// Layer parts captured as CUDA graphs in every plan: none, full or scope names (see `estimate --help`).
     #[arg(long, value_name = "SCOPES")]
     pub cuda_graphs: Option<String>,
@@ -415,6 +418,7 @@ fn build_axes(a: &SweepArgs, f: &SweepFile, system: &crate::system::System) -> R
         ax.optimizer = crate::cli::plan_flags::parse_optimizer(s)?;
     }
     ax.fp8_params = a.fp8_params || fa.fp8_params.unwrap_or(false);
+    ax.fp8_attention = a.fp8_attention || fa.fp8_attention.unwrap_or(false);
     let graphs_from = [
         ("--cuda-graphs", &a.cuda_graphs),
         ("cuda_graphs", &fa.cuda_graphs),

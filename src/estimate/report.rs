@@ -110,7 +110,11 @@ pub fn plan_table(r: &EstimateResult, topology: &str, domains: &str) -> Result<T
         ("ZeRO", Cell::int(p.zero.into()), String::new()),
         (
             "flash attention",
-            Cell::text(onoff(p.flash_attention)),
+            Cell::text(if p.fp8_attention {
+                "on (8-bit inputs)"
+            } else {
+                onoff(p.flash_attention)
+            }),
             String::new(),
         ),
         (

@@ -155,6 +155,11 @@ struct Ctx<'a> {
     /// The fused-attention kernel's `(forward, backward, n0)` rates
     /// ([`Device::attention_rates`] for `plan.attention_kernel`).
     attn_rates: (f64, f64, u32),
+    /// With `plan.fp8_attention`: the 8-bit kernel's speed-ups over the 16-bit one,
+    /// `(forward, backward)`, and whether its backward computes every causal tile under a
+    /// sliding window ([`Device::fp8_attention_speedup`],
+    /// `EfficiencySpec::fp8_attention_bwd_full`).
+    fp8_attn: Option<(f64, f64, bool)>,
     plan: &'a Plan,
     place: &'a Placement,
     /// The gradient-reduction group: DP, or DP × CP with context parallelism.
@@ -320,6 +325,12 @@ pub(super) fn evaluate<T: Trace>(
         peak
     };
     let attn_rates = dev.attention_rates(plan.attention_kernel)?;
+    let fp8_attn = if plan.fp8_attention {
+        let (f, b) = dev.fp8_attention_speedup(plan.precision)?;
+        Some((f, b, dev.spec.efficiency.fp8_attention_bwd_full))
+    } else {
+        None
+    };
     let (t, b) = (plan.tp as f64, plan.micro_batch as f64);
     let tokens = b * m.s / plan.cp as f64;
     let r = tokens * m.h;
@@ -341,6 +352,7 @@ pub(super) fn evaluate<T: Trace>(
         peak,
         attn_peak,
         attn_rates,
+        fp8_attn,
         plan,
         place,
         speedup: peak.get() / attn_peak.get(),
@@ -506,6 +518,7 @@ fn bf16_layers<T: Trace>(
     let plan16 = Plan {
         precision: bf16,
         fp8_params: false,
+        fp8_attention: false,
         bf16_layers: [0, 0],
         ..*c.plan
     };
@@ -516,6 +529,7 @@ fn bf16_layers<T: Trace>(
         plan: &plan16,
         peak: c.attn_peak,
         speedup: 1.0,
+        fp8_attn: None,
         ..*c
     };
     let p16 = parts(&c16, &mut crate::estimate::NoTrace)?;

@@ -96,6 +96,8 @@ pub struct PlanValue {
     pub cross_entropy: String,
     /// Fused-attention kernel: "te" or "fa2".
     pub attention_kernel: String,
+    /// Fused attention with 8-bit inputs (`--fp8-attention`).
+    pub fp8_attention: bool,
     /// CUDA-graph-captured parts: "none", "full" or a comma list of scopes.
     pub cuda_graphs: String,
     /// The embedding counted as a layer of the pipeline split.
@@ -205,6 +207,7 @@ impl From<&Plan> for PlanValue {
                 crate::parallel::AttentionKernel::Fa2 => "fa2",
             }
             .into(),
+            fp8_attention: p.fp8_attention,
             cuda_graphs: p.cuda_graphs.to_string(),
             account_for_embedding: p.account_for_embedding,
             account_for_loss: p.account_for_loss,

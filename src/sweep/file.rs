@@ -118,6 +118,8 @@ pub struct AxesFile {
     pub optimizer: Option<String>,
     /// Weights only in the 8- or 4-bit format in every low-precision plan (a setting).
     pub fp8_params: Option<bool>,
+    /// 8-bit fused attention in every low-precision plan with flash attention (a setting).
+    pub fp8_attention: Option<bool>,
     /// CUDA-graph-captured parts in every plan: "none", "full" or scope names (a setting).
     pub cuda_graphs: Option<String>,
     /// Submodules recomputed in every plan without full recomputation: "none" or a comma

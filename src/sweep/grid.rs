@@ -94,6 +94,9 @@ pub struct Axes {
     /// Low-precision parameters in every 8- or 4-bit plan with ZeRO ≥ 1 (a setting; 16-bit
     /// and ZeRO-0 plans keep 16-bit weights).
     pub fp8_params: bool,
+    /// 8-bit fused attention in every 8- or 4-bit plan with flash attention and the `te`
+    /// kernel (a setting; other plans keep 16-bit attention).
+    pub fp8_attention: bool,
     /// CUDA-graph-captured parts in every plan (a setting).
     pub cuda_graphs: crate::parallel::CudaGraphs,
     /// Submodules recomputed in every plan without full recomputation (a setting).
@@ -152,6 +155,7 @@ impl Axes {
             grouped_gemm: crate::parallel::GroupedGemm::Streams,
             cross_entropy: crate::parallel::CrossEntropy::Unfused,
             attention_kernel: crate::parallel::AttentionKernel::Te,
+            fp8_attention: false,
             optimizer: crate::parallel::Optimizer::Adam,
             fp8_params: false,
             cuda_graphs: crate::parallel::CudaGraphs::NONE,
@@ -513,6 +517,11 @@ impl Grid {
         // Low-precision parameters need an 8- or 4-bit precision and the distributed
         // optimizer or FSDP (`Plan::new`).
         p.fp8_params = a.fp8_params && p.precision.is_low() && p.zero >= 1;
+        // 8-bit attention runs inside an 8- or 4-bit recipe's fused TE kernel (`Plan::new`).
+        p.fp8_attention = a.fp8_attention
+            && p.precision.is_low()
+            && p.flash_attention
+            && p.attention_kernel == crate::parallel::AttentionKernel::Te;
         p.recompute = a.recompute[next(a.recompute.len())];
         if matches!(p.recompute, Recompute::Full | Recompute::Op) {
             // Full and per-op recomputation already recompute every module.

@@ -355,8 +355,20 @@ fn ssd_scan<T: Trace>(c: &Ctx, tr: &mut T) -> (Seconds, Seconds) {
 /// carries the factor `r` of [`Device::head_size_factors`] (the exponential per score does
 /// not shrink with the head), 1 at 128 and above or without the device's `exp_rate`.
 ///
+/// With 8-bit attention (`--fp8-attention`: Transformer Engine's FP8 dot-product attention,
+/// cuDNN's FP8/MXFP8 SDPA) each time is the 16-bit one less its launches, over the device's
+/// measured speed-up `σ` (`fp8_attention` or `mxfp8_attention`, [`Device::fp8_attention_speedup`]):
+/// `T₈ = k·t_launch + (T₁₆ − k·t_launch)/σ`. On GB200: σ = 1.29 / 1.06 (FP8 forward /
+/// backward), 1.20 / 0.94 (MXFP8); GB300 1.52 / 1.18 and 1.36 / 0.95; H100 FP8 1.47 / 0.89
+/// (cudnn-frontend's SDPA training benchmark, Llama 3.1 shapes, causal, head size 128, the
+/// mean of the 4096- and 8192-token ratios: the 8-bit backward is no faster, or slower).
+/// Where the device's 8-bit backward computes every causal tile under a sliding window
+/// (`fp8_attention_bwd_full`: GB200 and GB300) a windowed layer's backward is full causal
+/// attention's 8-bit backward.
+///
 /// [`causal_window_pairs`]: crate::model::attention::causal_window_pairs
 /// [`Device::head_size_factors`]: crate::compute::Device::head_size_factors
+/// [`Device::fp8_attention_speedup`]: crate::compute::Device::fp8_attention_speedup
 fn fused_attention<T: Trace>(
     c: &Ctx,
     sq: f64,
@@ -386,8 +398,21 @@ fn fused_attention<T: Trace>(
     let launch = e.kernel_overhead * k;
     let d_mean = (m.attn.qk_d + m.attn.v_d) / 2.0;
     let (rf, rb) = c.dev.head_size_factors((e_fwd, e_bwd), c.attn_peak, d_mean);
-    let f = Seconds::new(flop / (peak * e_fwd * sat) * rf) + launch;
-    let b = Seconds::new(2.5 * flop / (peak * e_bwd * sat) * rb) + launch;
+    let f16 = Seconds::new(flop / (peak * e_fwd * sat) * rf) + launch;
+    let b16 = Seconds::new(2.5 * flop / (peak * e_bwd * sat) * rb) + launch;
+    let (f, b) = match c.fp8_attn {
+        None => (f16, b16),
+        Some((sf, sb, bwd_full)) => {
+            let f = launch + (f16 - launch) / sf;
+            if window.is_some() && bwd_full {
+                // The 8-bit backward computes every causal tile: full attention's backward.
+                let full = fused_attention(c, sq, batch, span, None, &mut crate::estimate::NoTrace);
+                (f, full.1)
+            } else {
+                (f, launch + (b16 - launch) / sb)
+            }
+        }
+    };
     tr.line(|| {
         let head = match window {
             None => format!(
@@ -413,8 +438,24 @@ fn fused_attention<T: Trace>(
         } else {
             (format!(" · {rf:.4}"), format!(" · {rb:.4}"))
         };
+        let low = match c.fp8_attn {
+            None => String::new(),
+            Some((sf, sb, bwd_full)) => {
+                let bwd = if window.is_some() && bwd_full {
+                    format!("bwd = full causal attention's 8-bit backward (the kernel computes every causal tile under a window) = {b}")
+                } else {
+                    format!("bwd = {k}·{} + ({b16} − {k}·{})/{sb} = {b}", e.kernel_overhead, e.kernel_overhead)
+                };
+                format!(
+                    "; 8-bit attention (--fp8-attention, {} inputs): fwd = {k}·{} + ({f16} − {k}·{})/{sf} = {f}, {bwd}",
+                    c.plan.precision.name(),
+                    e.kernel_overhead,
+                    e.kernel_overhead
+                )
+            }
+        };
         format!(
-            "  {head} = {flop:.4e} FLOP; n/(n+n0) = {n}/({n}+{}) = {sat:.3}{narrow}; fwd = F/({} · {} · {sat:.3}){xf} + {k}·{} = {f}, bwd = 2.5·F/({} · {} · {sat:.3}){xb} + {k}·{} = {b}",
+            "  {head} = {flop:.4e} FLOP; n/(n+n0) = {n}/({n}+{}) = {sat:.3}{narrow}; fwd = F/({} · {} · {sat:.3}){xf} + {k}·{} = {f16}, bwd = 2.5·F/({} · {} · {sat:.3}){xb} + {k}·{} = {b16}{low}",
             n0, c.attn_peak, e_fwd, e.kernel_overhead, c.attn_peak, e_bwd, e.kernel_overhead
         )
     });
