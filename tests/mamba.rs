@@ -271,6 +271,7 @@ struct Run {
     global_batch: u32,
     precision: String,
     step_time_s: f64,
+    notes: String,
 }
 
 /// A row's estimate command by the rule of tests/validation_2025.rs (the row's model, GPU
@@ -330,6 +331,11 @@ fn command(r: &Run) -> Vec<String> {
         "mamba,attn"
     };
     a.extend(["--cuda-graphs".into(), graphs.into()]);
+    // The GB200/GB300 MXFP8 recipes of August 2026 (d0debd0bd, a57566616: the 26.08 rows)
+    // run attention in 8 bits (`fp8_dot_product_attention = True`).
+    if r.gpu.starts_with("GB") && r.precision == "MXFP8" && r.notes.contains("container 26.08;") {
+        a.push("--fp8-attention".into());
+    }
     if r.tp > 1 {
         a.push("--sequence-parallel".into());
     }
