@@ -792,6 +792,49 @@ kernel_overhead = "0 s"
     }
 
     #[test]
+    fn eight_bit_attention_rates_by_precision_and_their_checks() {
+        let mut spec = dev().spec;
+        spec.efficiency.fp8_attention = Some([1.5, 1.2]);
+        spec.efficiency.mxfp8_attention = Some([1.4, 0.9]);
+        let d = Device::from_spec(spec.clone()).unwrap();
+        assert_eq!(d.fp8_attention_speedup(Precision::Fp8).unwrap(), (1.5, 1.2));
+        // An NVFP4 recipe's attention runs in FP8 with current scaling.
+        assert_eq!(
+            d.fp8_attention_speedup(Precision::Nvfp4).unwrap(),
+            (1.5, 1.2)
+        );
+        assert_eq!(
+            d.fp8_attention_speedup(Precision::Mxfp8).unwrap(),
+            (1.4, 0.9)
+        );
+        assert!(d.fp8_attention_speedup(Precision::Bf16).is_err());
+        // A device with the FP8 rate only has no MXFP8 one.
+        spec.efficiency.mxfp8_attention = None;
+        let d = Device::from_spec(spec.clone()).unwrap();
+        let err = d
+            .fp8_attention_speedup(Precision::Mxfp8)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("efficiency.mxfp8_attention"), "{err}");
+        // Speed-ups must be positive and finite, each refusal naming its key.
+        for (bad, key) in [
+            ([0.0, 1.0], "fp8_attention"),
+            ([1.0, -1.0], "fp8_attention"),
+            ([f64::INFINITY, 1.0], "fp8_attention"),
+            ([1.0, f64::NAN], "fp8_attention"),
+        ] {
+            let mut s = spec.clone();
+            s.efficiency.fp8_attention = Some(bad);
+            let err = Device::from_spec(s).unwrap_err().to_string();
+            assert!(err.contains(&format!("efficiency.{key}")), "{bad:?}: {err}");
+        }
+        let mut s = spec.clone();
+        s.efficiency.mxfp8_attention = Some([1.0, 0.0]);
+        let err = Device::from_spec(s).unwrap_err().to_string();
+        assert!(err.contains("efficiency.mxfp8_attention"), "{err}");
+    }
+
+    #[test]
     fn memory_and_missing_precision() {
         let d = dev();
         let t = d.memory_time(Bytes::new(1.6e9), 0.0);

@@ -257,3 +257,110 @@ fn the_flag_the_scenario_key_and_json_agree() {
     let s = common::json(&["estimate", "--scenario", &path.to_string_lossy()]);
     assert_eq!(s["iteration_time_s"], v["iteration_time_s"]);
 }
+
+#[test]
+fn a_bf16_layer_runs_its_attention_in_16_bits() {
+    // MXFP8 with 8-bit attention and the last 2 layers in BF16 (`--bf16-last-layers`): one
+    // stage, m = 4 micro-batches; the iteration's forward grows by 2·m·(f₁₆ − f), f the
+    // 8-bit-attention layer's forward and f₁₆ a BF16 plan's layer (16-bit attention).
+    let base = [
+        "estimate",
+        "--model",
+        "llama3-8b",
+        "--system",
+        "dgx-b200",
+        "--gpus",
+        "8",
+        "--global-batch",
+        "64",
+        "--micro-batch",
+        "2",
+        "--seq-len",
+        "4096",
+    ];
+    let layer = |extra: &[&str]| {
+        let mut a = base.to_vec();
+        a.extend_from_slice(extra);
+        a.push("--explain");
+        let text = common::text(&a);
+        let l = text
+            .lines()
+            .find(|l| l.contains("layer total:"))
+            .expect("a layer total line")
+            .to_string();
+        (
+            common::micros(&l, "forward"),
+            common::micros(&l, "backward"),
+        )
+    };
+    let fwd = |extra: &[&str]| {
+        let mut a = base.to_vec();
+        a.extend_from_slice(extra);
+        common::json(&a)["time_breakdown"]["forward_s"]
+            .as_f64()
+            .unwrap()
+    };
+    let low = ["--precision", "mxfp8", "--fp8-attention"];
+    let (f, _) = layer(&low);
+    let (f16, _) = layer(&["--precision", "bf16"]);
+    let mut with = low.to_vec();
+    with.extend_from_slice(&["--bf16-last-layers", "2"]);
+    let grow = fwd(&with) - fwd(&low);
+    let expect = 2.0 * 4.0 * (f16 - f) * 1e-6;
+    assert!((grow / expect - 1.0).abs() < 2e-3, "{grow} vs {expect}");
+}
+
+#[test]
+fn a_full_layer_names_its_8bit_backward_by_the_speedup_not_the_window_rule() {
+    let text = common::text(&[
+        "estimate",
+        "--model",
+        "llama3-8b",
+        "--system",
+        "gb300-nvl72",
+        "--gpus",
+        "8",
+        "--precision",
+        "mxfp8",
+        "--fp8-attention",
+        "--explain",
+    ]);
+    let line = text
+        .lines()
+        .find(|l| l.contains("8-bit attention"))
+        .expect("the 8-bit line");
+    assert!(!line.contains("computes every causal tile"), "{line}");
+    assert!(line.contains("/0.947 = "), "{line}");
+}
+
+#[test]
+fn a_sweep_takes_8bit_attention_as_a_setting_of_its_low_precision_plans() {
+    let run = |precision: &str, extra: &[&str]| {
+        let mut a = vec![
+            "sweep",
+            "--model",
+            "llama3-8b",
+            "--system",
+            "gb300-nvl72",
+            "--gpus",
+            "8",
+            "--global-batch",
+            "64",
+            "--precision",
+            precision,
+            "--top",
+            "1",
+        ];
+        a.extend_from_slice(extra);
+        common::json(&a)["top"][0].clone()
+    };
+    let on = run("mxfp8", &["--fp8-attention"]);
+    assert_eq!(on["plan"]["fp8_attention"], true);
+    let off = run("mxfp8", &[]);
+    assert_eq!(off["plan"]["fp8_attention"], false);
+    // A BF16 plan keeps 16-bit attention whatever the setting.
+    assert_eq!(
+        run("bf16", &["--fp8-attention"])["plan"]["fp8_attention"],
+        false
+    );
+}

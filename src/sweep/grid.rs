@@ -517,11 +517,6 @@ impl Grid {
         // Low-precision parameters need an 8- or 4-bit precision and the distributed
         // optimizer or FSDP (`Plan::new`).
         p.fp8_params = a.fp8_params && p.precision.is_low() && p.zero >= 1;
-        // 8-bit attention runs inside an 8- or 4-bit recipe's fused TE kernel (`Plan::new`).
-        p.fp8_attention = a.fp8_attention
-            && p.precision.is_low()
-            && p.flash_attention
-            && p.attention_kernel == crate::parallel::AttentionKernel::Te;
         p.recompute = a.recompute[next(a.recompute.len())];
         if matches!(p.recompute, Recompute::Full | Recompute::Op) {
             // Full and per-op recomputation already recompute every module.
@@ -532,6 +527,11 @@ impl Grid {
         p.tp_overlap = a.tp_overlap[next(a.tp_overlap.len())];
         p.order = a.order[next(a.order.len())];
         p.flash_attention = a.flash[next(a.flash.len())];
+        // 8-bit attention runs inside an 8- or 4-bit recipe's fused TE kernel (`Plan::new`).
+        p.fp8_attention = a.fp8_attention
+            && p.precision.is_low()
+            && p.flash_attention
+            && p.attention_kernel == crate::parallel::AttentionKernel::Te;
         p.offload = a.offload[next(a.offload.len())];
         p.sp = sp && p.tp > 1;
         // A knob with no effect on this plan keeps only its first listed value.
