@@ -309,6 +309,7 @@ fn baseline(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::collective::{Algorithm, Options, Schedule};
     use crate::network::DimKind;
     use crate::units::Bandwidth;
 
@@ -337,5 +338,31 @@ mod tests {
         assert_eq!(out[7].frac, 1.0 / 128.0);
         assert_eq!(out[14].frac, 1.0);
         assert_eq!(out[6].frac, 1.0 / 64.0);
+    }
+
+    #[test]
+    fn limits_hold_at_their_edges() {
+        // Eight dimensions are accepted, nine refused; 2^16 chunks accepted, one more
+        // refused. Eight pairs all-reduce 1 MB in 15 baseline phases of ring steps.
+        let o = |chunks| Options {
+            chunks,
+            schedule: Schedule::Baseline,
+            algorithm: Algorithm::Ring,
+            ..Options::default()
+        };
+        let n = Bytes::new(1e6);
+        let dims = pairs();
+        let t = crate::collective::time(Collective::AllReduce, n, &dims, &o(1)).unwrap();
+        assert_eq!(t.n_phases, 15);
+        let nine = [dims[0]; MAX_DIMS + 1];
+        let err = crate::collective::time(Collective::AllReduce, n, &nine, &o(1))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("at most 8"), "{err}");
+        assert!(crate::collective::time(Collective::AllReduce, n, &dims, &o(MAX_CHUNKS)).is_ok());
+        let err = crate::collective::time(Collective::AllReduce, n, &dims, &o(MAX_CHUNKS + 1))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("--chunks"), "{err}");
     }
 }
