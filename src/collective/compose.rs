@@ -364,5 +364,28 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("--chunks"), "{err}");
+        // Sizes: finite and not negative.
+        for bad in [-1.0, f64::INFINITY, f64::NAN] {
+            let err = crate::collective::time(Collective::AllReduce, Bytes::new(bad), &dims, &o(1))
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains("--size"), "{bad}: {err}");
+        }
+    }
+
+    #[test]
+    fn a_group_of_one_costs_nothing_under_the_schedule_asked_for() {
+        let one = [Dim::new(DimKind::Switch, 1, Bandwidth::new(1e11), Seconds::new(1e-6)).unwrap()];
+        let n = Bytes::new(1e6);
+        for s in [Schedule::Nccl, Schedule::Baseline] {
+            let o = Options {
+                schedule: s,
+                ..Options::default()
+            };
+            let t = crate::collective::time(Collective::AllReduce, n, &one, &o).unwrap();
+            assert_eq!(t.total, Seconds::ZERO);
+            assert_eq!(t.n_phases, 0);
+            assert_eq!(t.schedule, s);
+        }
     }
 }
