@@ -374,6 +374,43 @@ mod tests {
     }
 
     #[test]
+    fn themis_needs_more_than_one_chunk() {
+        // Innermost a slow switch, outside a fast one: Themis's greedy order would put the
+        // large first share on the fast dimension, but with one chunk there is nothing to
+        // reorder between (Rashidi et al. ISCA'22: the order is per chunk), so the baseline
+        // order runs and is reported.
+        let dims = [
+            Dim::new(DimKind::Switch, 8, Bandwidth::new(10e9), Seconds::new(1e-6)).unwrap(),
+            Dim::new(
+                DimKind::Switch,
+                8,
+                Bandwidth::new(100e9),
+                Seconds::new(1e-6),
+            )
+            .unwrap(),
+        ];
+        let n = Bytes::new(1e9);
+        let o = |schedule, chunks| Options {
+            schedule,
+            chunks,
+            algorithm: Algorithm::Ring,
+            ..Options::default()
+        };
+        let base =
+            crate::collective::time(Collective::AllReduce, n, &dims, &o(Schedule::Baseline, 1))
+                .unwrap();
+        let one = crate::collective::time(Collective::AllReduce, n, &dims, &o(Schedule::Themis, 1))
+            .unwrap();
+        assert_eq!(one.schedule, Schedule::Baseline);
+        assert_eq!(one.total, base.total);
+        // Two chunks: the greedy order wins and is reported.
+        let two = crate::collective::time(Collective::AllReduce, n, &dims, &o(Schedule::Themis, 2))
+            .unwrap();
+        assert_eq!(two.schedule, Schedule::Themis);
+        assert!(two.total < base.total);
+    }
+
+    #[test]
     fn a_group_of_one_costs_nothing_under_the_schedule_asked_for() {
         let one = [Dim::new(DimKind::Switch, 1, Bandwidth::new(1e11), Seconds::new(1e-6)).unwrap()];
         let n = Bytes::new(1e6);
