@@ -411,6 +411,30 @@ mod tests {
     }
 
     #[test]
+    fn the_lenient_nccl_time_ignores_the_chunk_setting() {
+        // `time_lenient` runs NCCL's schedule, which has no chunks: a chunk count the
+        // baseline would refuse (0) is not read.
+        let dims = [Dim::new(
+            DimKind::Switch,
+            8,
+            Bandwidth::new(100e9),
+            Seconds::new(2e-6),
+        )
+        .unwrap()];
+        let n = Bytes::new(1e8);
+        let o = Options {
+            schedule: Schedule::Baseline,
+            chunks: 0,
+            ..Options::default()
+        };
+        let t = time_lenient(Collective::AllReduce, n, &dims, &o).unwrap();
+        let nccl =
+            crate::collective::time(Collective::AllReduce, n, &dims, &Options::default()).unwrap();
+        assert_eq!(t.total, nccl.total);
+        assert_eq!(t.schedule, Schedule::Nccl);
+    }
+
+    #[test]
     fn a_group_of_one_costs_nothing_under_the_schedule_asked_for() {
         let one = [Dim::new(DimKind::Switch, 1, Bandwidth::new(1e11), Seconds::new(1e-6)).unwrap()];
         let n = Bytes::new(1e6);
