@@ -435,6 +435,33 @@ mod tests {
     }
 
     #[test]
+    fn baseline_phases_report_the_whole_collective_across_its_chunks() {
+        // Ring all-reduce of n = 10⁸ B on a switch of 8 (100 GB/s, α = 1 µs) in C = 4
+        // chunks: each chunk pays 2·7 = 14 steps of α and 2·7/8·(n/4)/B; the phase
+        // reports the whole: n in, 4·14 µs of latency, 2·7/8·n/B of transfer.
+        let d = Dim::new(
+            DimKind::Switch,
+            8,
+            Bandwidth::new(100e9),
+            Seconds::new(1e-6),
+        )
+        .unwrap();
+        let o = Options {
+            schedule: Schedule::Baseline,
+            chunks: 4,
+            algorithm: Algorithm::Ring,
+            ..Options::default()
+        };
+        let t = crate::collective::time(Collective::AllReduce, Bytes::new(1e8), &[d], &o).unwrap();
+        let ph = t.phases()[0];
+        assert_eq!(ph.size.get(), 1e8);
+        approx::assert_relative_eq!(ph.latency.get(), 56e-6, max_relative = 1e-12);
+        approx::assert_relative_eq!(ph.transfer.get(), 1.75e-3, max_relative = 1e-12);
+        // One dimension: T = Σ t(m) + (C − 1)·t(m) = C·t(m), the phase's whole time.
+        approx::assert_relative_eq!(t.total.get(), 56e-6 + 1.75e-3, max_relative = 1e-12);
+    }
+
+    #[test]
     fn a_group_of_one_costs_nothing_under_the_schedule_asked_for() {
         let one = [Dim::new(DimKind::Switch, 1, Bandwidth::new(1e11), Seconds::new(1e-6)).unwrap()];
         let n = Bytes::new(1e6);
