@@ -348,7 +348,6 @@ mod tests {
             chunks,
             schedule: Schedule::Baseline,
             algorithm: Algorithm::Ring,
-            ..Options::default()
         };
         let n = Bytes::new(1e6);
         let dims = pairs();
@@ -394,7 +393,6 @@ mod tests {
             schedule,
             chunks,
             algorithm: Algorithm::Ring,
-            ..Options::default()
         };
         let base =
             crate::collective::time(Collective::AllReduce, n, &dims, &o(Schedule::Baseline, 1))
@@ -450,7 +448,6 @@ mod tests {
             schedule: Schedule::Baseline,
             chunks: 4,
             algorithm: Algorithm::Ring,
-            ..Options::default()
         };
         let t = crate::collective::time(Collective::AllReduce, Bytes::new(1e8), &[d], &o).unwrap();
         let ph = t.phases()[0];
