@@ -231,3 +231,69 @@ pub fn notes(runs: &[(Bytes, Calibrated)], ndims: usize) -> Vec<String> {
         })
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::network::DimKind;
+
+    fn reg(group: u32, op: Collective, from: f64) -> Regime {
+        Regime {
+            dim: 0,
+            group,
+            op,
+            from: Bytes::new(from),
+            algorithm: Algorithm::Ring,
+            protocol: Protocol::Simple,
+            latency: Seconds::new(1e-6),
+            bandwidth: Bandwidth::new(1e11),
+        }
+    }
+
+    fn eight() -> [Dim; 1] {
+        [Dim::new(DimKind::Switch, 8, Bandwidth::new(1e11), Seconds::new(1e-6)).unwrap()]
+    }
+
+    #[test]
+    fn protocols_parse_to_themselves() {
+        for p in Protocol::ALL {
+            assert_eq!(Protocol::parse(&p.name().to_uppercase()).unwrap(), p);
+        }
+        assert!(Protocol::parse("ll64").is_err());
+    }
+
+    #[test]
+    fn the_nearest_logged_group_by_ratio_and_the_largest_threshold_below() {
+        // Logs at 2 and 16 ranks; a group of 8 is 2× from 16 and 4× from 2: 16's regimes.
+        let rs = [
+            reg(2, Collective::AllReduce, 0.0),
+            reg(16, Collective::AllReduce, 0.0),
+            reg(16, Collective::AllReduce, 1e6),
+        ];
+        let o = Options::default();
+        let r = regime(&rs, Collective::AllReduce, Bytes::new(2e6), &eight(), &o).unwrap();
+        assert_eq!((r.group, r.from.get()), (16, 1e6));
+        let r = regime(&rs, Collective::AllReduce, Bytes::new(1e3), &eight(), &o).unwrap();
+        assert_eq!((r.group, r.from.get()), (16, 0.0));
+        // Another collective's logs do not choose the group.
+        let rs = [
+            reg(8, Collective::AllGather, 0.0),
+            reg(2, Collective::AllReduce, 0.0),
+        ];
+        let r = regime(&rs, Collective::AllReduce, Bytes::new(1e3), &eight(), &o).unwrap();
+        assert_eq!((r.group, r.op), (2, Collective::AllReduce));
+        // Only NCCL's schedule with `auto` runs the calibrated regimes.
+        for o in [
+            Options {
+                algorithm: Algorithm::Ring,
+                ..Options::default()
+            },
+            Options {
+                schedule: Schedule::Baseline,
+                ..Options::default()
+            },
+        ] {
+            assert!(regime(&rs, Collective::AllReduce, Bytes::new(1e3), &eight(), &o).is_none());
+        }
+    }
+}
