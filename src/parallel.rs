@@ -477,6 +477,13 @@ fn check_ep(s: &PlanSpec, dp: u32) -> Result<()> {
     Ok(())
 }
 
+/// Whether 8-bit attention can run in a plan: Transformer Engine's fused cuDNN kernel
+/// (flash attention with the `te` kernel) inside an 8- or 4-bit recipe. `Plan::new` refuses
+/// it otherwise, naming the reason; a sweep leaves it off there.
+pub fn fp8_attention_runs(precision: Precision, flash: bool, kernel: AttentionKernel) -> bool {
+    flash && kernel == AttentionKernel::Te && precision.is_low()
+}
+
 impl Plan {
     /// Expert-data-parallel degree under MoE parallel folding: the ranks of a pipeline
     /// stage holding the same experts, `t·c·d / (etp·ep)` (Liu et al. 2025, arXiv
@@ -647,22 +654,20 @@ impl Plan {
                 "fa2 is a fused-attention kernel and the plan has flash attention off; turn it on (--flash-attention) or drop the kernel".into(),
             ));
         }
-        if s.fp8_attention {
+        if s.fp8_attention
+            && !fp8_attention_runs(s.precision, s.flash_attention, s.attention_kernel)
+        {
             let why = if !s.flash_attention {
-                Some("runs in the fused attention kernel and the plan has flash attention off; turn it on (--flash-attention)".to_string())
+                "runs in the fused attention kernel and the plan has flash attention off; turn it on (--flash-attention)".to_string()
             } else if s.attention_kernel != AttentionKernel::Te {
-                Some("is Transformer Engine's cuDNN kernel; use --attention-kernel te".into())
-            } else if !s.precision.is_low() {
-                Some(format!(
+                "is Transformer Engine's cuDNN kernel; use --attention-kernel te".into()
+            } else {
+                format!(
                     "needs an fp8, mxfp8 or nvfp4 precision (Transformer Engine runs it inside the FP8 recipe), not {}",
                     s.precision.name()
-                ))
-            } else {
-                None
+                )
             };
-            if let Some(w) = why {
-                return Err(bad("fp8_attention", format!("8-bit attention {w}")));
-            }
+            return Err(bad("fp8_attention", format!("8-bit attention {why}")));
         }
         check_ep(s, dp)?;
         if let Some(g) = s.hsdp {

@@ -529,9 +529,11 @@ impl Grid {
         p.flash_attention = a.flash[next(a.flash.len())];
         // 8-bit attention runs inside an 8- or 4-bit recipe's fused TE kernel (`Plan::new`).
         p.fp8_attention = a.fp8_attention
-            && p.precision.is_low()
-            && p.flash_attention
-            && p.attention_kernel == crate::parallel::AttentionKernel::Te;
+            && crate::parallel::fp8_attention_runs(
+                p.precision,
+                p.flash_attention,
+                p.attention_kernel,
+            );
         p.offload = a.offload[next(a.offload.len())];
         p.sp = sp && p.tp > 1;
         // A knob with no effect on this plan keeps only its first listed value.
