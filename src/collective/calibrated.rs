@@ -255,6 +255,72 @@ mod tests {
     }
 
     #[test]
+    fn a_regime_sets_the_latency_of_the_spanned_dimensions_and_its_own_bandwidth() {
+        // Dimension 0 of size 1 (not spanned) keeps its 5 µs; dimension 1 (8 ranks) takes
+        // the regime's 2 µs and dimension 2 (4 ranks) too; only dimension 1, the regime's,
+        // takes its 30 GB/s.
+        let d = |size, bw, lat| {
+            Dim::new(DimKind::Switch, size, Bandwidth::new(bw), Seconds::new(lat)).unwrap()
+        };
+        let dims = [d(1, 4e11, 5e-6), d(8, 1e11, 1e-6), d(4, 5e10, 9e-6)];
+        let r = Regime {
+            dim: 1,
+            latency: Seconds::new(2e-6),
+            bandwidth: Bandwidth::new(3e10),
+            ..reg(8, Collective::AllReduce, 0.0)
+        };
+        let (out, n) = effective(&r, &dims).unwrap();
+        assert_eq!(n, 3);
+        let lat: Vec<f64> = out[..n].iter().map(|d| d.latency.get()).collect();
+        let bw: Vec<f64> = out[..n].iter().map(|d| d.bandwidth.get()).collect();
+        assert_eq!(lat, [5e-6, 2e-6, 2e-6]);
+        assert_eq!(bw, [4e11, 3e10, 5e10]);
+        // A regime on a dimension the network lacks, or a network over the limit, is an
+        // internal error; eight dimensions are within it.
+        let r3 = Regime { dim: 3, ..r };
+        assert!(effective(&r3, &dims).is_err());
+        let many = [d(2, 1e11, 1e-6); MAX_DIMS + 1];
+        assert!(effective(&r, &many[..MAX_DIMS]).is_ok());
+        assert!(effective(&r, &many).is_err());
+    }
+
+    #[test]
+    fn the_fit_notes_name_each_regime_and_the_sizes_it_ran() {
+        let a = reg(8, Collective::AllReduce, 0.0);
+        let b = Regime {
+            from: Bytes::new(1048576.0),
+            algorithm: Algorithm::DoubleBinaryTree,
+            protocol: Protocol::Ll128,
+            latency: Seconds::new(3e-6),
+            bandwidth: Bandwidth::new(2e11),
+            ..a
+        };
+        let ran = |r: &Regime, s: f64| {
+            let c = run(
+                r,
+                Collective::AllReduce,
+                Bytes::new(s),
+                &eight(),
+                &Options::default(),
+            );
+            (Bytes::new(s), c.unwrap())
+        };
+        let mut none = ran(&a, 5e9);
+        none.1.regime = None;
+        let runs = [ran(&a, 1024.0), ran(&a, 65536.0), ran(&b, 1048576.0), none];
+        assert_eq!(
+            notes(&runs, 2),
+            [
+                "calibrated regime (all-reduce, from 0 B): ring simple with α = 1 us per step, \
+                 B = 100 GB/s on dimension 0 of 2 (group 8) at 1 KiB to 64 KiB",
+                "calibrated regime (all-reduce, from 1 MiB): double-binary-tree ll128 with α = 3 us per step, \
+                 B = 200 GB/s on dimension 0 of 2 (group 8) at 1 MiB",
+            ]
+        );
+        assert!(notes(&runs[3..], 2).is_empty());
+    }
+
+    #[test]
     fn protocols_parse_to_themselves() {
         for p in Protocol::ALL {
             assert_eq!(Protocol::parse(&p.name().to_uppercase()).unwrap(), p);
