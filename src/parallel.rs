@@ -929,6 +929,31 @@ pub(crate) mod opt_bytes {
 mod tests {
     use super::*;
 
+    #[test]
+    fn an_hsdp_shard_group_divides_dp_holds_whole_ep_groups_and_shards_zero_3() {
+        let s = |ep, zero, cp| PlanSpec {
+            ep,
+            zero,
+            cp,
+            ..PlanSpec::default()
+        };
+        let msg = |r: Result<()>| r.unwrap_err().to_string();
+        // A group of 8 in DP 16 holding two EP groups of 4, ZeRO-3, no CP: accepted.
+        assert!(check_hsdp(8, 16, &s(4, 3, 1)).is_ok());
+        assert!(msg(check_hsdp(1, 16, &s(1, 3, 1))).contains("a shard group of 1"));
+        // Each condition alone refuses: a group of 0, one that does not divide DP, one
+        // that splits an EP group.
+        for (g, ep) in [(0, 1), (3, 1), (4, 8)] {
+            let m = msg(check_hsdp(g, 16, &s(ep, 3, 1)));
+            assert!(
+                m.contains(&format!("shard group {g} must divide dp = 16")),
+                "{m}"
+            );
+        }
+        assert!(msg(check_hsdp(8, 16, &s(4, 1, 1))).contains("needs zero = 3"));
+        assert!(msg(check_hsdp(8, 16, &s(4, 3, 2))).contains("with cp > 1"));
+    }
+
     /// DeepSeek-V3 (61 layers, one MTP module) on PP 4 with its recipes' layout.
     fn layout_plan(edit: impl Fn(&mut PlanSpec)) -> Result<Plan> {
         let m = crate::catalog::model("deepseek-v3").unwrap();
