@@ -811,10 +811,6 @@ impl Plan {
         Ok(())
     }
 
-    /// `ends`: the embedding and loss counted as layers of the pipeline split (0–2); a
-    /// model chunk may then hold only one of them (Megatron-LM's
-    /// `account_for_{embedding,loss}_in_pipeline_split`: Llama 3.1 405B's 126 layers + 2
-    /// on 16 stages × 8 chunks).
     /// What Megatron-core accepts of `recompute_modules` (`TransformerConfig`
     /// `__post_init__`): `mla_up_proj` only with MLA, `moe_act` only with MoE; full
     /// recomputation already recomputes every module.
@@ -836,6 +832,14 @@ impl Plan {
         Err(bad("recompute_modules", msg.to_string()))
     }
 
+    /// What the model allows of the plan: TP dividing the attention heads and fitting the
+    /// KV heads, a layer (or an end) in every model chunk, the recompute modules, CP's
+    /// limits and EP dividing the experts; data parallelism only for non-transformer
+    /// models.
+    /// `ends`: the embedding and loss counted as layers of the pipeline split (0–2); a
+    /// model chunk may then hold only one of them (Megatron-LM's
+    /// `account_for_{embedding,loss}_in_pipeline_split`: Llama 3.1 405B's 126 layers + 2
+    /// on 16 stages × 8 chunks).
     fn check_model(&self, model: &Model, ends: u32) -> Result<()> {
         match &model.kind {
             ModelKind::Transformer(t) => {
