@@ -320,6 +320,11 @@ fn command(r: &Run) -> Vec<String> {
     }
     if r.ep > 1 {
         a.extend(["--ep".into(), r.ep.to_string(), "--etp".into(), "1".into()]);
+        // Nano's recipes (and Lightning's, built on them) dispatch with HybridEP
+        // (perf_recipes/nemotronh/{gpu}/nemotronh.py at 067f987df0:
+        // `moe_flex_dispatcher_backend = "hybridep"`, the `flex` dispatcher of the base
+        // recipes).
+        a.extend(["--ep-dispatch", "hierarchical"].map(String::from));
     }
     a.extend(["--flash-attention", "--tp-overlap", "--zero", "1"].map(String::from));
     // perf_recipes/nemotronh/{gpu}/nemotronh.py at 067f987df0: Transformer Engine partial

@@ -29,6 +29,13 @@ use crate::units::{Bytes, Seconds};
 /// over the in-domain ranks; the two are pipelined chunk by chunk (DeepEP's normal
 /// kernels forward over NVLink while RDMA is in flight): `max` of the two.
 ///
+/// Inside the NVLink domain the hierarchical dispatcher (Megatron-core's `flex`
+/// dispatcher with HybridEP, which the NVIDIA recipes run) moves tokens with its own
+/// TMA kernels, not NCCL's all-to-all, and reaches a fraction `η(p)` of the rate the
+/// domain's bandwidth gives NCCL ([`hybridep_nvlink_efficiency`]): its all-to-alls over
+/// the `p` in-domain ranks take `α + (p−1)/p·n/(η(p)·B)`, written here as the all-to-all
+/// of `n/η(p)` bytes.
+///
 /// Load imbalance `ι` (`--moe-imbalance`, the busiest expert's tokens over the mean):
 /// every rank sends its own share, but the rank holding the busiest experts receives
 /// `ι` times the mean, and the all-to-all ends when it does, so the bytes (not the
@@ -41,6 +48,13 @@ pub(super) fn ep_comm(c: &Ctx) -> Result<(Seconds, f64)> {
     let tokens = c.tokens * share * c.plan.moe_imbalance;
     let bytes = tokens * c.m.top_k as f64 * c.m.eh * c.e;
     let (inner, outer) = c.place.ep.split_at_dim(c.scale_up_dims);
+    if c.plan.ep_dispatch == EpDispatch::Hierarchical && outer.size <= 1 {
+        let eta = hybridep_nvlink_efficiency(c.place.ep.size);
+        return Ok((
+            coll(C::AllToAll, bytes / eta, &c.place.ep, c.coll)? * 2.0,
+            2.0 * bytes,
+        ));
+    }
     if c.plan.ep_dispatch == EpDispatch::Hierarchical && outer.size > 1 {
         let d = nodes_per_token(
             c.m.experts as f64,
@@ -51,7 +65,7 @@ pub(super) fn ep_comm(c: &Ctx) -> Result<(Seconds, f64)> {
         let across = tokens * d * c.m.eh * c.e;
         let t = coll(C::AllToAll, across, &outer, c.coll)?.max(coll(
             C::AllToAll,
-            bytes,
+            bytes / hybridep_nvlink_efficiency(inner.size),
             &inner,
             c.coll,
         )?);
@@ -61,6 +75,62 @@ pub(super) fn ep_comm(c: &Ctx) -> Result<(Seconds, f64)> {
         coll(C::AllToAll, bytes, &c.place.ep, c.coll)? * 2.0,
         2.0 * bytes,
     ))
+}
+
+/// HybridEP's rate inside an NVLink domain of `p` ranks as a fraction `η(p)` of NCCL's
+/// all-to-all on the same links. DeepEP's hybrid-ep branch (`docs/README_Hybrid-EP.md`,
+/// GB200, 4096 tokens of hidden 7168, top-8, 8 local experts, 16 SMs, kernel time only)
+/// measures an algorithm bandwidth `A` (bytes each rank receives, its own included, over
+/// the time) of 750.15 / 684.27 GB/s (BF16 dispatch / combine) at 8 ranks, 661.93 / 600.75
+/// at 16, 637.80 / 565.53 at 24, 629.79 / 547.25 at 32 and 612.85 / 543.27 at 36. An
+/// all-to-all at NCCL's measured NVLink5 bandwidth `B` = 740 GB/s (the GB200, GB300 and
+/// B200 presets) gives `B·p/(p−1)` by the same measure, so
+/// `η(p) = mean(A_dispatch, A_combine)·(p−1)/(p·740 GB/s)`: 0.848, 0.800, 0.779, 0.770 and
+/// 0.759. Between measured sizes `η` is interpolated linearly in log₂ p; below 8 ranks it
+/// keeps the 8-rank value and beyond 36 the 36-rank one (not measured: held, not
+/// extrapolated).
+pub(crate) fn hybridep_nvlink_efficiency(p: u32) -> f64 {
+    const B: f64 = 740.0;
+    const MEASURED: [(f64, f64, f64); 5] = [
+        (8.0, 750.15, 684.27),
+        (16.0, 661.93, 600.75),
+        (24.0, 637.80, 565.53),
+        (32.0, 629.79, 547.25),
+        (36.0, 612.85, 543.27),
+    ];
+    let eta = |(p, d, c): (f64, f64, f64)| 0.5 * (d + c) * (p - 1.0) / (p * B);
+    let x = f64::from(p.max(1));
+    let first = MEASURED[0];
+    if x <= first.0 {
+        return eta(first);
+    }
+    for w in MEASURED.windows(2) {
+        let (lo, hi) = (w[0], w[1]);
+        if x <= hi.0 {
+            let f = (x / lo.0).log2() / (hi.0 / lo.0).log2();
+            return eta(lo) + f * (eta(hi) - eta(lo));
+        }
+    }
+    eta(MEASURED[MEASURED.len() - 1])
+}
+
+/// The explain note of the hierarchical dispatcher's in-domain rate: ` (HybridEP inside
+/// the NVLink domain at η(p) = … of NCCL's rate)`, empty for other dispatchers and plans
+/// without routed experts.
+pub(super) fn ep_dispatch_note(c: &Ctx) -> String {
+    if c.m.experts <= 1 || !c.part.mlp_pair() || c.plan.ep_dispatch != EpDispatch::Hierarchical {
+        return String::new();
+    }
+    let (inner, outer) = c.place.ep.split_at_dim(c.scale_up_dims);
+    let p = if outer.size > 1 {
+        inner.size
+    } else {
+        c.place.ep.size
+    };
+    format!(
+        " (HybridEP inside the NVLink domain: its {p} ranks at η({p}) = {:.3} of NCCL's all-to-all rate)",
+        hybridep_nvlink_efficiency(p)
+    )
 }
 
 /// One pipeline transfer (a stage boundary, one direction, one micro-batch): `b·s·h`
@@ -519,4 +589,36 @@ pub(super) fn unsharded_across_micro_batches(plan: &crate::parallel::Plan) -> bo
 fn bucketed(op: C, bytes: f64, k: f64, span: &Span, c: &Ctx) -> Result<(Seconds, Busy)> {
     let (one, busy) = memo::coll_busy(c.colls, op, bytes / k, span, c.dp_coll, c.tp_dp_share)?;
     Ok((one * k, windows::scaled(&busy, k)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::hybridep_nvlink_efficiency as eta;
+    use approx::assert_relative_eq;
+
+    #[test]
+    fn hybridep_in_domain_rate_from_its_published_kernel_bandwidths() {
+        // η(p) = ½(dispatch + combine)·(p − 1)/(p·740 GB/s), by hand from the README's
+        // GB200 kernel-time figures at 16 SMs.
+        assert_relative_eq!(eta(8), 717.21 * 7.0 / 5920.0, max_relative = 1e-12);
+        assert_relative_eq!(eta(8), 0.848052, epsilon = 1e-6);
+        assert_relative_eq!(eta(16), 0.799840, epsilon = 1e-6);
+        assert_relative_eq!(eta(24), 0.779183, epsilon = 1e-6);
+        assert_relative_eq!(eta(32), 0.770444, epsilon = 1e-6);
+        assert_relative_eq!(eta(36), 0.759463, epsilon = 1e-6);
+        // 12 ranks: log₂(12/8) = 0.585 of the way from 8 to 16.
+        assert_relative_eq!(eta(12), 0.819850, epsilon = 1e-6);
+        // 34 ranks: log₂(34/32)/log₂(36/32) = 0.515 of the way from 32 to 36.
+        let f = (34.0f64 / 32.0).log2() / (36.0f64 / 32.0).log2();
+        assert_relative_eq!(
+            eta(34),
+            0.770444 + f * (0.759463 - 0.770444),
+            epsilon = 1e-6
+        );
+        // Held outside the measured range.
+        assert_eq!(eta(2), eta(8));
+        assert_eq!(eta(1), eta(8));
+        assert_eq!(eta(64), eta(36));
+        assert_eq!(eta(72), eta(36));
+    }
 }

@@ -833,9 +833,10 @@ pub(super) fn layer<T: Trace>(c: &Ctx, tr: &mut T) -> Result<(Block, TpWindows)>
     };
     tr.line(|| {
         format!(
-            "  TP/SP per layer: forward {} ({}); EP all-to-all {ep1} per pass, {}",
+            "  TP/SP per layer: forward {} ({}); EP all-to-all {ep1} per pass{}, {}",
             tp.fwd.exposed + tp.fwd.hidden,
             Bytes::new(tp.bytes.0),
+            super::comm::ep_dispatch_note(c),
             if c.plan.ep_overlap || c.plan.schedule == crate::parallel::Schedule::DualPipe {
                 let a = ep1 * 0.5;
                 let (_, ph) = ep_pair_phases(a, parts, c.kappa);
