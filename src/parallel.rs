@@ -934,6 +934,25 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_default_dp_bucket_grows_with_dp_beyond_forty() {
+        // Megatron-core's default: max(4·10⁷, 10⁶·dp) parameters at the optimizer's
+        // gradient bytes (2 B for BF16 gradients, 4 B with FP32 ones).
+        let m = crate::catalog::model("llama3-8b").unwrap();
+        let bucket = |gpus, optimizer| {
+            let s = PlanSpec {
+                gpus: Some(gpus),
+                global_batch: Some(256),
+                optimizer,
+                ..PlanSpec::default()
+            };
+            Plan::new(&s, &m, gpus).unwrap().dp_bucket_bytes().get()
+        };
+        assert_eq!(bucket(32, Optimizer::Adam), 4e7 * 2.0);
+        assert_eq!(bucket(64, Optimizer::Adam), 6.4e7 * 2.0);
+        assert_eq!(bucket(128, Optimizer::AdamFp32Grads), 1.28e8 * 4.0);
+    }
+
+    #[test]
     fn an_hsdp_shard_group_divides_dp_holds_whole_ep_groups_and_shards_zero_3() {
         let s = |ep, zero, cp| PlanSpec {
             ep,
