@@ -934,6 +934,36 @@ mod tests {
     use super::*;
 
     #[test]
+    fn every_model_chunk_holds_a_layer_or_an_end() {
+        // Llama 3 8B's 32 layers: pp·v chunks up to 32, or 34 with the embedding and the
+        // loss counted in the split.
+        let m = crate::catalog::model("llama3-8b").unwrap();
+        let plan = |pp, v, ends: bool| {
+            let s = PlanSpec {
+                gpus: Some(pp),
+                pp,
+                virtual_stages: v,
+                schedule: if v > 1 {
+                    Schedule::Interleaved
+                } else {
+                    Schedule::OneFOneB
+                },
+                global_batch: Some(4 * pp),
+                account_for_embedding: ends,
+                account_for_loss: ends,
+                ..PlanSpec::default()
+            };
+            Plan::new(&s, &m, pp)
+        };
+        let empty = |r: Result<Plan>| r.unwrap_err().to_string().contains("leave a chunk empty");
+        assert!(plan(4, 8, false).is_ok());
+        assert!(empty(plan(4, 9, false)));
+        assert!(plan(2, 17, true).is_ok());
+        assert!(empty(plan(2, 17, false)));
+        assert!(empty(plan(2, 18, true)));
+    }
+
+    #[test]
     fn the_default_dp_bucket_grows_with_dp_beyond_forty() {
         // Megatron-core's default: max(4·10⁷, 10⁶·dp) parameters at the optimizer's
         // gradient bytes (2 B for BF16 gradients, 4 B with FP32 ones).
