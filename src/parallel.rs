@@ -934,6 +934,34 @@ mod tests {
     use super::*;
 
     #[test]
+    fn dlrm_and_layered_models_take_data_parallelism_only() {
+        for name in ["dlrm", "resnet50"] {
+            let m = crate::catalog::model(name).unwrap();
+            let plan = |tp, pp, ep, cp| {
+                let s = PlanSpec {
+                    gpus: Some(8),
+                    tp,
+                    pp,
+                    ep,
+                    cp,
+                    global_batch: Some(64),
+                    ..PlanSpec::default()
+                };
+                Plan::new(&s, &m, 8)
+            };
+            assert!(plan(1, 1, 1, 1).is_ok(), "{name}");
+            // Each dimension alone is refused.
+            for (tp, pp, ep, cp) in [(2, 1, 1, 1), (1, 2, 1, 1), (1, 1, 2, 1), (1, 1, 1, 2)] {
+                let e = plan(tp, pp, ep, cp).unwrap_err().to_string();
+                assert!(
+                    e.contains("supports data parallelism only"),
+                    "{name} {tp} {pp} {ep} {cp}: {e}"
+                );
+            }
+        }
+    }
+
+    #[test]
     fn every_model_chunk_holds_a_layer_or_an_end() {
         // Llama 3 8B's 32 layers: pp·v chunks up to 32, or 34 with the embedding and the
         // loss counted in the split.
