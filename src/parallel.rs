@@ -984,7 +984,7 @@ mod tests {
             Plan::new(&s, &m, pp)
         };
         let empty = |r: Result<Plan>| r.unwrap_err().to_string().contains("leave a chunk empty");
-        assert!(plan(4, 8, false).is_ok());
+        assert_eq!(plan(4, 8, false).unwrap().layers_per_stage(32), 8);
         assert!(empty(plan(4, 9, false)));
         assert!(plan(2, 17, true).is_ok());
         assert!(empty(plan(2, 17, false)));
