@@ -934,6 +934,16 @@ mod tests {
     use super::*;
 
     #[test]
+    fn byte_sizes_in_a_plan_file_read_as_units_and_round_trip() {
+        let s: PlanSpec = toml::from_str("dp_bucket = \"25MB\"").unwrap();
+        assert_eq!(s.dp_bucket.map(|b| b.get()), Some(25e6));
+        let unset: PlanSpec = toml::from_str("").unwrap();
+        assert_eq!(unset.dp_bucket, None);
+        let back: PlanSpec = toml::from_str(&toml::to_string(&s).unwrap()).unwrap();
+        assert_eq!(back.dp_bucket, s.dp_bucket);
+    }
+
+    #[test]
     fn dlrm_and_layered_models_take_data_parallelism_only() {
         for name in ["dlrm", "resnet50"] {
             let m = crate::catalog::model(name).unwrap();
