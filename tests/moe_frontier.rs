@@ -1252,3 +1252,38 @@ fn leading_dense_layers_are_timed_as_dense() {
     assert_eq!(totals.len(), 2);
     assert_ne!(totals[0], totals[1]);
 }
+
+/// `--explain` names HybridEP's in-domain rate on the layers that dispatch with it: the
+/// EP group's in-domain ranks and η of them (8 ranks in one DGX H100, and 8 of EP 16 over
+/// two nodes: 0.848; 72 on an NVL72 rack: held at η(36) = 0.759), and nothing for NCCL's
+/// all-to-all or a dense model.
+#[test]
+fn explain_names_hybridep_in_domain_rate() {
+    let line = |a: &'static str| explain_line(&cli(a), "EP all-to-all");
+    let one = line(
+        "estimate --model qwen3-30b-a3b --system dgx-h100 --gpus 8 --ep 8 --etp 1 --global-batch 8 --ep-dispatch hierarchical",
+    );
+    assert!(
+        one.contains("its 8 ranks at η(8) = 0.848 of NCCL's"),
+        "{one}"
+    );
+    let two = line(
+        "estimate --model qwen3-30b-a3b --system dgx-h100 --gpus 16 --ep 16 --etp 1 --global-batch 16 --ep-dispatch hierarchical",
+    );
+    assert!(two.contains("its 8 ranks at η(8) = 0.848"), "{two}");
+    let rack = line(
+        "estimate --model qwen3-235b-a22b --system gb200-nvl72 --gpus 64 --ep 64 --etp 1 --global-batch 64 --ep-dispatch hierarchical",
+    );
+    assert!(rack.contains("its 64 ranks at η(64) = 0.759"), "{rack}");
+    let nccl = line(
+        "estimate --model qwen3-30b-a3b --system dgx-h100 --gpus 8 --ep 8 --etp 1 --global-batch 8 --ep-dispatch alltoall",
+    );
+    assert!(!nccl.contains("HybridEP"), "{nccl}");
+    let dense = explain_line(
+        &cli(
+            "estimate --model llama3-8b --system dgx-h100 --gpus 8 --global-batch 8 --ep-dispatch hierarchical",
+        ),
+        "TP/SP per layer",
+    );
+    assert!(!dense.contains("HybridEP"), "{dense}");
+}
