@@ -49,7 +49,7 @@ pub(super) fn ep_comm(c: &Ctx) -> Result<(Seconds, f64)> {
     let bytes = tokens * c.m.top_k as f64 * c.m.eh * c.e;
     let (inner, outer) = c.place.ep.split_at_dim(c.scale_up_dims);
     if c.plan.ep_dispatch == EpDispatch::Hierarchical && outer.size <= 1 {
-        let eta = hybridep_nvlink_efficiency(c.place.ep.size);
+        let eta = hybridep_nvlink_efficiency(in_domain_ranks(c));
         return Ok((
             coll(C::AllToAll, bytes / eta, &c.place.ep, c.coll)? * 2.0,
             2.0 * bytes,
@@ -65,7 +65,7 @@ pub(super) fn ep_comm(c: &Ctx) -> Result<(Seconds, f64)> {
         let across = tokens * d * c.m.eh * c.e;
         let t = coll(C::AllToAll, across, &outer, c.coll)?.max(coll(
             C::AllToAll,
-            bytes / hybridep_nvlink_efficiency(inner.size),
+            bytes / hybridep_nvlink_efficiency(in_domain_ranks(c)),
             &inner,
             c.coll,
         )?);
@@ -121,16 +121,22 @@ pub(super) fn ep_dispatch_note(c: &Ctx) -> String {
     if c.m.experts <= 1 || !c.part.mlp_pair() || c.plan.ep_dispatch != EpDispatch::Hierarchical {
         return String::new();
     }
-    let (inner, outer) = c.place.ep.split_at_dim(c.scale_up_dims);
-    let p = if outer.size > 1 {
-        inner.size
-    } else {
-        c.place.ep.size
-    };
+    let p = in_domain_ranks(c);
     format!(
         " (HybridEP inside the NVLink domain: its {p} ranks at η({p}) = {:.3} of NCCL's all-to-all rate)",
         hybridep_nvlink_efficiency(p)
     )
+}
+
+/// The EP group's ranks inside one NVLink domain: the in-domain part of a group that spans
+/// nodes, or the whole group.
+fn in_domain_ranks(c: &Ctx) -> u32 {
+    let (inner, outer) = c.place.ep.split_at_dim(c.scale_up_dims);
+    if outer.size > 1 {
+        inner.size
+    } else {
+        c.place.ep.size
+    }
 }
 
 /// One pipeline transfer (a stage boundary, one direction, one micro-batch): `b·s·h`
