@@ -1287,3 +1287,43 @@ fn explain_names_hybridep_in_domain_rate() {
     );
     assert!(!dense.contains("HybridEP"), "{dense}");
 }
+
+/// The FP8 recipe's cost against the BF16 one on Hopper MoE, from two published runs of the
+/// same model on the same 16 H100 (Qwen3-30B-A3B, TP 1 × PP 1 × EP 16 over two DGX nodes,
+/// micro-batch 1, global batch 1024, sequence 4096, HybridEP, force-balanced routing):
+///
+/// - BF16: 20.147 s per step (Megatron-Bridge `docs/training/moe-optimization.md`, "Short-run
+///   H100 sanity check", at 067f987df0): EP overlap on, CUDA graphs over `moe_router` and
+///   `moe_preprocess` (`perf_recipes/qwen/h100/qwen3_moe.py`,
+///   `qwen3_30b_a3b_pretrain_16gpu_h100_bf16_config`);
+/// - FP8 with current scaling: 29.701 s (runs-2025.csv row 19, container 26.06): no EP
+///   overlap, graphs over `attn`, `moe_router`, `moe_preprocess` (the `fp8cs` recipe beside
+///   it).
+///
+/// Measured FP8 / BF16 = 29.701 / 20.147 = 1.474. Both estimates are ~25 % fast (the H100
+/// MoE gap of docs/validation-modern.md), but their ratio is the 8-bit path's own cost
+/// (quantize kernels, per-expert casts, the FP8 GEMM rates, the exposed all-to-all without
+/// the overlap), and it holds within 10 %: the gap is not in the FP8 path.
+#[test]
+fn h100_moe_fp8_against_bf16_as_published() {
+    let run = |extra: &str| {
+        let mut a = cli(
+            "estimate --model qwen3-30b-a3b --system dgx-h100 --gpus 16 --tp 1 --pp 1 --ep 16 \
+             --etp 1 --seq-len 4096 --micro-batch 1 --global-batch 1024 --ep-dispatch \
+             hierarchical --flash-attention --cross-entropy te",
+        );
+        a.extend(extra.split_whitespace());
+        estimate_json(&a)["iteration_time_s"].as_f64().unwrap()
+    };
+    let bf16 = run("--precision bf16 --ep-overlap true --cuda-graphs moe_router,moe_preprocess");
+    let fp8 = run(
+        "--precision fp8 --fp8-recipe current --fp8-params --ep-overlap false \
+         --cuda-graphs attn,moe_router,moe_preprocess",
+    );
+    let measured = 29.701 / 20.147;
+    let ratio = fp8 / bf16;
+    assert!(
+        (ratio / measured - 1.0).abs() < 0.10,
+        "FP8/BF16 {ratio:.3} against the measured {measured:.3} (BF16 {bf16:.2} s, FP8 {fp8:.2} s)"
+    );
+}
