@@ -138,3 +138,34 @@ proptest! {
         prop_assert_eq!(eb, want);
     }
 }
+
+/// On one device nothing but compute and the optimizer step takes time (no communication,
+/// no bubble, no overlap; CUDA graphs over the whole iteration, so no host time): there the
+/// floor is the whole iteration, `F = T_forward + T_backward + T_recompute + T_optimizer = T`.
+/// Checked with and without recomputation (its term then non-zero).
+#[test]
+fn on_one_device_the_floor_is_the_whole_iteration() {
+    use astrolabe::parallel::{CudaGraphs, PlanSpec, Recompute};
+    let model = catalog::model("llama3-8b").unwrap();
+    let system = catalog::system("dgx-h100").unwrap().with_gpus(1).unwrap();
+    for recompute in [Recompute::None, Recompute::Full] {
+        let spec = PlanSpec {
+            gpus: Some(1),
+            global_batch: Some(4),
+            recompute,
+            cuda_graphs: CudaGraphs::FULL,
+            ..PlanSpec::default()
+        };
+        let plan = Plan::new(&spec, &model, 1).unwrap();
+        let e = estimate::evaluate(&model, &system, &plan).unwrap();
+        let t = &e.time;
+        assert!(t.optimizer.get() > 0.0 && t.forward.get() > 0.0);
+        assert_eq!(recompute == Recompute::Full, t.recompute.get() > 0.0);
+        let floor = compute_floor(&e).get();
+        assert!(
+            (floor / t.total.get() - 1.0).abs() < 1e-12,
+            "floor {floor} s against the iteration's {} s",
+            t.total.get()
+        );
+    }
+}

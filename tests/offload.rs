@@ -337,3 +337,100 @@ fn some_layers_offloaded_as_megatron_allows() {
         "{err}"
     );
 }
+
+/// Llama 3 8B on two DGX H100 nodes at sequence 8192, global batch 16 (the parameter count
+/// 8.0303e9 is Meta's 8.03 B: embedding and output 2 × 128256 × 4096, 32 layers of
+/// attention 4096 × 6144 + 4096 × 4096 and SwiGLU 3 × 4096 × 14336, norms).
+const L8: [&str; 10] = [
+    "--model",
+    "llama3-8b",
+    "--system",
+    "dgx-h100",
+    "--gpus",
+    "16",
+    "--global-batch",
+    "16",
+    "--seq-len",
+    "8192",
+];
+
+/// The offload part of `L8` + `extra`'s explain (its `offload …:` line and the transfer
+/// lines under it) and the estimate's JSON.
+fn offload_of(extra: &[&str]) -> (String, Value) {
+    let mut a = L8.to_vec();
+    a.extend_from_slice(extra);
+    let v = estimate(&a);
+    let mut e = vec!["estimate"];
+    e.extend_from_slice(&a);
+    e.push("--explain");
+    let text = common::text(&e);
+    let from = text.find("\n  offload ").expect("an offload line");
+    let part: Vec<&str> = text[from + 1..]
+        .lines()
+        .take_while(|l| l.starts_with("  offload ") || l.starts_with("    "))
+        .collect();
+    (part.join("\n"), v)
+}
+
+/// ZeRO-3 fetches a parameter shard over DP × CP (8 × 2 here: 8.0303e9 / 16 = 5.0189e8), or
+/// over the HSDP group when there is one (8 of DP 16: 1.0038e9); without ZeRO-3 every
+/// parameter is on the device.
+#[test]
+fn the_fetched_parameter_shard_spans_dp_and_cp_or_the_hsdp_group() {
+    let (t, _) = offload_of(&["--zero", "3", "--cp", "2", "--offload", "params"]);
+    assert!(
+        t.contains("optimizer shard 5.0189e8 params, parameter shard 5.0189e8,"),
+        "{t}"
+    );
+    let (t, _) = offload_of(&["--zero", "3", "--hsdp", "8", "--offload", "params"]);
+    assert!(t.contains("parameter shard 1.0038e9,"), "{t}");
+    let (t, _) = offload_of(&["--offload", "activations"]);
+    assert!(t.contains("parameter shard 8.0303e9,"), "{t}");
+}
+
+/// With full recomputation a layer keeps only its input, s·b·h·2 B = 8192 · 4096 · 2 =
+/// 64 MiB, split over CP 2 (32 MiB); 32 layers for each of the 2 micro-batches (16 / DP 8):
+/// 2 GiB offloaded per iteration. Its backward window holds the recomputation: the explain's
+/// backward per micro-batch is the backward plus the recompute time (one stage, one
+/// micro-batch per DP 16 rank).
+#[test]
+fn offloaded_activations_and_the_backward_window_by_hand() {
+    let (_, v) = offload_of(&[
+        "--cp",
+        "2",
+        "--recompute",
+        "full",
+        "--offload",
+        "activations",
+    ]);
+    let o = &v["time_breakdown"]["offload"];
+    assert_eq!(
+        o["activations_bytes"].as_f64().unwrap(),
+        2.0 * 1024f64.powi(3)
+    );
+    let (t, v) = offload_of(&["--recompute", "full", "--offload", "activations"]);
+    let tb = &v["time_breakdown"];
+    let bwd = tb["backward_s"].as_f64().unwrap() + tb["recompute_s"].as_f64().unwrap();
+    assert!(tb["recompute_s"].as_f64().unwrap() > 0.1);
+    let shown = format!(
+        "backward {} of compute",
+        astrolabe::units::Seconds::new(bwd)
+    );
+    assert!(t.contains(&shown), "{shown}\n{t}");
+}
+
+/// Only the transfers a plan makes are listed: a parameter offload has no activation or
+/// gradient lines and no CPU step.
+#[test]
+fn explain_lists_only_the_transfers_that_happen() {
+    let (t, _) = offload_of(&["--zero", "3", "--offload", "params"]);
+    assert!(t.contains("parameter fetches (up, every pass):"), "{t}");
+    for absent in [
+        "activations (down",
+        "gradients streamed",
+        "gradients down",
+        "CPU Adam step",
+    ] {
+        assert!(!t.contains(absent), "{absent}\n{t}");
+    }
+}

@@ -100,3 +100,30 @@ impl Scenario {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::parallel::Schedule;
+
+    fn inferred(virtual_stages: u32, schedule: Schedule) -> Schedule {
+        let mut p = PlanSpec {
+            virtual_stages,
+            schedule,
+            ..PlanSpec::default()
+        };
+        infer_schedule(&mut p);
+        p.schedule
+    }
+
+    #[test]
+    fn virtual_stages_make_the_default_schedule_interleaved() {
+        // As `--virtual-stages V` implies `--schedule interleaved` on the command line.
+        assert_eq!(inferred(2, Schedule::OneFOneB), Schedule::Interleaved);
+        assert_eq!(inferred(12, Schedule::OneFOneB), Schedule::Interleaved);
+        // One virtual stage keeps 1F1B; a schedule the file names is kept.
+        assert_eq!(inferred(1, Schedule::OneFOneB), Schedule::OneFOneB);
+        assert_eq!(inferred(0, Schedule::OneFOneB), Schedule::OneFOneB);
+        assert_eq!(inferred(2, Schedule::Gpipe), Schedule::Gpipe);
+    }
+}
