@@ -388,6 +388,15 @@ mod tests {
     }
 
     #[test]
+    fn one_phase_is_its_own_total() {
+        // Ring all-reduce of 1 GB on one switch of 8 at 100 GB/s: 2·7 steps of 1 us and
+        // 2·7/8 · 1 GB / 100 GB/s = 17.5 ms; NCCL's schedule has nothing to pipeline.
+        let o = opts(Schedule::Nccl, 1, Algorithm::Ring);
+        let l = lines(Collective::AllReduce, 1e9, &[sw(8, 100.0, 1.0)], &o);
+        assert_eq!(l[4], "T = 17.514 ms");
+    }
+
+    #[test]
     fn auto_lists_each_phases_alternatives_fastest_first() {
         // Reduce-scatter of 1 GB over the slow 8: direct 1 step (87.501 ms),
         // halving-doubling log₂8 = 3 (87.503 ms), ring 7 (87.507 ms), the parameter server
