@@ -390,7 +390,7 @@ fn the_fetched_parameter_shard_spans_dp_and_cp_or_the_hsdp_group() {
 
 /// With full recomputation a layer keeps only its input, s·b·h·2 B = 8192 · 4096 · 2 =
 /// 64 MiB, split over CP 2 (32 MiB); 32 layers for each of the 2 micro-batches (16 / DP 8):
-/// 2 GiB offloaded per iteration. Its backward window holds the recomputation: the explain's
+/// 2 GiB offloaded per iteration, 1 GiB of it on the host at once. Its backward window holds the recomputation: the explain's
 /// backward per micro-batch is the backward plus the recompute time (one stage, one
 /// micro-batch per DP 16 rank).
 #[test]
@@ -408,6 +408,9 @@ fn offloaded_activations_and_the_backward_window_by_hand() {
         o["activations_bytes"].as_f64().unwrap(),
         2.0 * 1024f64.powi(3)
     );
+    // The host holds what is in flight: one stage under 1F1B keeps one micro-batch's 32
+    // layers, 1 GiB.
+    assert_eq!(o["host_bytes"].as_f64().unwrap(), 1024f64.powi(3));
     let (t, v) = offload_of(&["--recompute", "full", "--offload", "activations"]);
     let tb = &v["time_breakdown"];
     let bwd = tb["backward_s"].as_f64().unwrap() + tb["recompute_s"].as_f64().unwrap();
