@@ -115,6 +115,20 @@ mod tests {
                 5.125
             );
         }
+        // Block-scaled FP8 (DeepSeek-V3's 1×128 / 128×128 tiles): row- and column-wise
+        // copies on every device, each with an FP32 scale per 128 elements:
+        // 2 + 2·(1 + 4/128) = 4.0625 B per element in one kernel, 2.0625 B of copies per
+        // weight.
+        for any in [false, true] {
+            assert_eq!(
+                cast(Precision::Fp8, Fp8Recipe::Block, any, 1.0),
+                (4.0625, 1.0)
+            );
+            assert_eq!(
+                weight_copy_bytes(Precision::Fp8, Fp8Recipe::Block, any),
+                2.0625
+            );
+        }
         assert_eq!(
             cast(Precision::Bf16, Fp8Recipe::Delayed, true, 1e9),
             (0.0, 0.0)
