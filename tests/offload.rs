@@ -341,23 +341,12 @@ fn some_layers_offloaded_as_megatron_allows() {
 /// Llama 3 8B on two DGX H100 nodes at sequence 8192, global batch 16 (the parameter count
 /// 8.0303e9 is Meta's 8.03 B: embedding and output 2 × 128256 × 4096, 32 layers of
 /// attention 4096 × 6144 + 4096 × 4096 and SwiGLU 3 × 4096 × 14336, norms).
-const L8: [&str; 10] = [
-    "--model",
-    "llama3-8b",
-    "--system",
-    "dgx-h100",
-    "--gpus",
-    "16",
-    "--global-batch",
-    "16",
-    "--seq-len",
-    "8192",
-];
+const L8: &str = "--model llama3-8b --system dgx-h100 --gpus 16 --global-batch 16 --seq-len 8192";
 
 /// The offload part of `L8` + `extra`'s explain (its `offload …:` line and the transfer
 /// lines under it) and the estimate's JSON.
 fn offload_of(extra: &[&str]) -> (String, Value) {
-    let mut a = L8.to_vec();
+    let mut a: Vec<&str> = L8.split_whitespace().collect();
     a.extend_from_slice(extra);
     let v = estimate(&a);
     let mut e = vec!["estimate"];
