@@ -1327,3 +1327,67 @@ fn h100_moe_fp8_against_bf16_as_published() {
         "FP8/BF16 {ratio:.3} against the measured {measured:.3} (BF16 {bf16:.2} s, FP8 {fp8:.2} s)"
     );
 }
+
+/// An MoE layer's compute is the sum of its parts: on one device with every part captured
+/// (no communication, no host time) the explain's layer total is its GEMMs (QKV, the
+/// projection, both expert GEMMs over 128 local experts, the router), the fused attention
+/// and the memory-bound kernels (with the permutation), forward and backward, to the
+/// printed digits. Qwen3-30B-A3B, sequence 4096, BF16.
+#[test]
+fn an_moe_layer_is_the_sum_of_its_parts() {
+    let out = common::computed(&cli(
+        "estimate --model qwen3-30b-a3b --system dgx-h100 --gpus 1 --tp 1 --ep 1 --seq-len 4096 --global-batch 1 --cuda-graphs full --explain",
+    ));
+    let line = |needle: &str| {
+        out.lines()
+            .find(|l| l.contains(needle))
+            .unwrap_or_else(|| panic!("explain shows '{needle}'"))
+    };
+    let us = common::micros;
+    let gemms = [
+        "GEMM QKV:",
+        "GEMM attention projection:",
+        "GEMM MLP in:",
+        "GEMM MLP out:",
+        "GEMM router:",
+    ];
+    let att = line("attention (fused):");
+    let mem = line("memory-bound: LayerNorm ×2");
+    let fwd: f64 = gemms.iter().map(|g| us(line(g), "fwd")).sum::<f64>()
+        + us(att, "fwd =")
+        + us(mem, "): fwd");
+    let bwd: f64 = gemms.iter().map(|g| us(line(g), "bwd")).sum::<f64>()
+        + us(att, "bwd =")
+        + us(mem, "us, bwd");
+    let total = line("layer total:");
+    for (got, want, what) in [
+        (us(total, "forward"), fwd, "forward"),
+        (us(total, "backward"), bwd, "backward"),
+    ] {
+        assert!(
+            (got / want - 1.0).abs() < 1e-3,
+            "{what}: {got} µs against the parts' {want} µs"
+        );
+    }
+}
+
+/// The permutation's bytes follow the tokens a rank dispatches, `T = b·s·etp/t`:
+/// `6·k·T·h + 2·T·h`. Qwen3-30B-A3B (k = 8, h = 2048), sequence 4096, TP 2: with expert TP 2
+/// each rank permutes the whole sequence, T = 4096: 6·8·4096·2048 + 2·4096·2048 =
+/// 4.1943e8 B; with expert TP 1 its half, 2.0972e8 B.
+#[test]
+fn permute_bytes_follow_the_expert_tp_share() {
+    for (etp, want) in [("2", "4.1943e8 B"), ("1", "2.0972e8 B")] {
+        let mut a = cli(
+            "estimate --model qwen3-30b-a3b --system dgx-h100 --gpus 2 --tp 2 --ep 1 --seq-len 4096 --global-batch 1 --cuda-graphs full --explain --etp",
+        );
+        a.push(etp);
+        let out = common::computed(&a);
+        let l = out.lines().find(|l| l.contains("MoE permute + unpermute:"));
+        let l = l.expect("a permute line");
+        assert!(
+            l.contains(&format!(": {want} in 2 kernels")),
+            "ETP {etp}: {l}"
+        );
+    }
+}
