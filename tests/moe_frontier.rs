@@ -26,9 +26,14 @@ fn estimate_json(args: &[&str]) -> serde_json::Value {
 fn explain_line(args: &[&str], needle: &str) -> String {
     let out = common::bin().args(args).arg("--explain").output().unwrap();
     let text = String::from_utf8(out.stdout).unwrap();
-    let line = text.lines().find(|l| l.contains(needle));
-    line.unwrap_or_else(|| panic!("explain shows '{needle}'"))
-        .to_string()
+    line_of(&text, needle).to_string()
+}
+
+/// The first line of `text` that contains `needle`.
+fn line_of<'a>(text: &'a str, needle: &str) -> &'a str {
+    text.lines()
+        .find(|l| l.contains(needle))
+        .unwrap_or_else(|| panic!("explain shows '{needle}'"))
 }
 
 /// Qwen3-30B-A3B (48 layers, hidden 2048, top-8) on one DGX H100 node, sequence 4096,
@@ -207,11 +212,7 @@ fn ep_phases_assemble_the_layers_parts() {
     let out = common::computed(&cli(
         "estimate --model qwen3-30b-a3b --system dgx-h100 --gpus 8 --tp 1 --ep 8 --etp 1 --seq-len 4096 --global-batch 8 --cuda-graphs full --ep-overlap --explain",
     ));
-    let line = |needle: &str| {
-        out.lines()
-            .find(|l| l.contains(needle))
-            .unwrap_or_else(|| panic!("explain shows '{needle}'"))
-    };
+    let line = |needle: &str| line_of(&out, needle);
     let us = common::micros;
     let (qkv, proj, router) = (
         line("GEMM QKV:"),
@@ -1338,11 +1339,7 @@ fn an_moe_layer_is_the_sum_of_its_parts() {
     let out = common::computed(&cli(
         "estimate --model qwen3-30b-a3b --system dgx-h100 --gpus 1 --tp 1 --ep 1 --seq-len 4096 --global-batch 1 --cuda-graphs full --explain",
     ));
-    let line = |needle: &str| {
-        out.lines()
-            .find(|l| l.contains(needle))
-            .unwrap_or_else(|| panic!("explain shows '{needle}'"))
-    };
+    let line = |needle: &str| line_of(&out, needle);
     let us = common::micros;
     let gemms = [
         "GEMM QKV:",
@@ -1383,8 +1380,7 @@ fn permute_bytes_follow_the_expert_tp_share() {
         );
         a.push(etp);
         let out = common::computed(&a);
-        let l = out.lines().find(|l| l.contains("MoE permute + unpermute:"));
-        let l = l.expect("a permute line");
+        let l = line_of(&out, "MoE permute + unpermute:");
         assert!(
             l.contains(&format!(": {want} in 2 kernels")),
             "ETP {etp}: {l}"
