@@ -1329,6 +1329,36 @@ fn h100_moe_fp8_against_bf16_as_published() {
     );
 }
 
+/// MoE memory as a published run measured it: the 16×H100 Qwen3-30B-A3B BF16 smoke run of
+/// Megatron-Bridge `docs/training/moe-optimization.md` ("Short-run H100 sanity check", at
+/// 067f987df0: TP 1 × PP 1 × EP 16, micro-batch 1, sequence 4096, the `alltoall` dispatcher,
+/// CUDA graphs over `moe_router` and `moe_preprocess`) reports a peak of 61.351 GB allocated
+/// (`torch.cuda.max_memory_allocated` over 1e9: `report_memory` in Megatron-Bridge's
+/// `training/utils/train_utils.py`), which excludes the CUDA context, NCCL and the allocator's
+/// cached free blocks, as the estimate's per-device total does (the reserve is apart). Nothing
+/// of the memory model was fitted on this run. By hand, the largest terms: 3.353e9 parameters
+/// on a device (8 local experts × 48 layers × 3·2048·768 = 1.812e9, the rest dense), 2 B each
+/// for the weights and the gradients, 12 B of Adam state per parameter over its shard
+/// (dense over DP 16, experts over expert-DP 1): 12 × (1.541e9/16 + 1.812e9) = 22.9e9 B.
+#[test]
+fn h100_moe_peak_memory_as_published() {
+    let d = estimate_json(&cli(
+        "estimate --model qwen3-30b-a3b --system dgx-h100 --gpus 16 --tp 1 --pp 1 --ep 16 \
+         --etp 1 --seq-len 4096 --micro-batch 1 --global-batch 1024 --precision bf16 \
+         --flash-attention --cross-entropy te --cuda-graphs moe_router,moe_preprocess",
+    ));
+    let m = &d["memory_breakdown"];
+    let get = |k: &str| m[k].as_f64().unwrap();
+    approx::assert_relative_eq!(get("weights_bytes"), 2.0 * 3.353e9, max_relative = 1e-3);
+    approx::assert_relative_eq!(get("optimizer_states_bytes"), 22.9e9, max_relative = 1e-3);
+    let total = d["memory_per_device_bytes"].as_f64().unwrap();
+    let measured = 61.351e9;
+    assert!(
+        (total / measured - 1.0).abs() < 0.05,
+        "{total:.4e} B against the measured peak {measured:.4e} B"
+    );
+}
+
 /// An MoE layer's compute is the sum of its parts: on one device with every part captured
 /// (no communication, no host time) the explain's layer total is its GEMMs (QKV, the
 /// projection, both expert GEMMs over 128 local experts, the router), the fused attention
