@@ -102,6 +102,23 @@ fn per_op_recompute_is_modelled_for_dense_layers() {
         ],
         "op (torchtitan's per-op checkpointing) is modelled for dense",
     );
+    // A hybrid Mamba–Transformer model without experts is refused as well.
+    usage_error(
+        &[
+            "estimate",
+            "--model",
+            "nemotron-h-8b",
+            "--system",
+            "dgx-h100",
+            "--gpus",
+            "8",
+            "--global-batch",
+            "8",
+            "--recompute",
+            "op",
+        ],
+        "op (torchtitan's per-op checkpointing) is modelled for dense",
+    );
     usage_error(
         &[
             "estimate",

@@ -192,6 +192,11 @@ fn fsdp_offload_layers(r: &Run) -> Option<u32> {
 ///   at 196c41b7fa (April 2026) sets `moe_a2a_overlap=True` only for H100 235B.
 /// - Both use the flex dispatcher with `moe_flex_dispatcher_backend="hybridep"` everywhere
 ///   except H100 235B and the B200 235B recipes other than 256-GPU MXFP8 (plain alltoall).
+/// - B300 235B with PP 8 × VP 4 (containers 26.02 and 26.02.01): the recipe of January to
+///   March 2026 (qwen3_workload_base_configs.py from 5ccbfdfc0, January 2026, to 592711afc,
+///   which dropped the virtual stages "to match Qwen3 B200") is the only one with that
+///   plan, and every version of it sets `moe_a2a_overlap=True` with the flex dispatcher
+///   (DeepEP; at 90bdd9f1f, February 2026).
 /// - H100 30B before container 26.04 ran PP 2 × VP 12 (or 24) with EP 8 inside a node,
 ///   `moe_a2a_overlap=True` and the alltoall dispatcher (qwen3_workload_base_configs.py at
 ///   34a815a19, December 2025: no flex backend, so `apply_flex_dispatcher_backend` skips;
@@ -211,6 +216,7 @@ fn qwen_recipe(r: &Run) -> (bool, bool) {
             flat && mx && !(big && r.num_gpus == 64),
             !big || (mx && r.num_gpus == 256),
         ),
+        "B300" if big && r.vp.is_some() && container(r) < (26, 4) => (true, true),
         "B300" => (flat && mx && !(big && r.num_gpus == 64), true),
         _ => (flat && mx, true),
     }
