@@ -631,3 +631,26 @@ fn dense_mlp_layers_of_a_hybrid_pattern_run_the_dense_mlp() {
     let moe = after("MoE (E) layers: 22 of 52");
     assert!(moe.contains("N=1856 K=2688 ×16 experts"), "{moe}");
 }
+
+/// A Mamba layer's host operations without CUDA graphs (docs/modern-training.md, "Host
+/// launch time"): its two projections as Transformer Engine linear calls (2.7 operations
+/// each, once forward and twice backward in 16-bit) and its memory-bound kernels (7 forward,
+/// 18 backward, as in `memory_bound_passes_by_hand`): 2·2.7 + 7 = 12.4 forward and
+/// 2·2·2.7 + 18 = 28.8 backward, at 20 µs each 248 and 576 µs.
+#[test]
+fn mamba_host_operations_by_hand() {
+    // The plan needs more memory than an H100 has (exit 3); its times are computed.
+    let text = common::computed(&words(
+        "estimate --model nemotron-h-8b --system dgx-h100 --gpus 8 --global-batch 8 \
+         --precision bf16 --cuda-graphs none --explain",
+    ));
+    let line = common::line_after(&text, "Mamba (M) layers", "host (CUDA graphs: none)");
+    let (fwd, bwd) = (2.0 * 2.7 + 7.0, 2.0 * 2.0 * 2.7 + 18.0);
+    assert_relative_eq!(fwd, 12.4, max_relative = 1e-12);
+    assert_relative_eq!(bwd, 28.8, max_relative = 1e-12);
+    assert!(line.contains("forward 12.4 ops × 20 us = 248 us"), "{line}");
+    assert!(
+        line.contains("backward 28.8 ops × 20 us = 576 us"),
+        "{line}"
+    );
+}
