@@ -425,6 +425,52 @@ fn tp_windows_scale_with_the_micro_batches() {
     }
 }
 
+/// The backward's TP/SP windows by hand (`LLAMA_TP2`, one micro-batch, no TP comm overlap,
+/// DP 1). Each all-gather or reduce-scatter of `s·h·2` = 33,554,432 B on two GPUs over
+/// NVLink takes `c = α + (t−1)/t · n / B` = 3.4 µs + 0.5 · 33,554,432 / 370e9 s =
+/// 48.743 µs. A layer's forward runs four (two gathers, two reduce-scatters), its backward
+/// six: the output-gradient all-gathers of the two row-parallel linears, and for the two
+/// column-parallel ones the input all-gather (recomputed for the weight gradient) beside the
+/// data-gradient GEMM and the input-gradient reduce-scatter beside the weight-gradient GEMM
+/// (Megatron-core's asynchronous TP communication, `tp_bwd_overlap`). The ends add the
+/// embedding's reduce-scatter, the output layer's all-gather and its backward
+/// reduce-scatter, and the loss's three all-reduces of 4 B per token (small: under 30 µs).
+/// - Without the backward overlap all of it is exposed: `32 · 10 · c + 3 · c` = 15.744 ms.
+/// - With it the four collectives beside GEMMs hide whole (each GEMM is longer): hidden
+///   `32 · 4 · c` = 6.2392 ms, the same total, and the GEMMs beside them stretch by
+///   κ = 0.189 of it (interference).
+#[test]
+fn tp_backward_windows_by_hand() {
+    let sp = |bwd_overlap: bool| {
+        let mut a = vec!["estimate"];
+        let flags = format!(
+            "{LLAMA_TP2} --global-batch 1 --tp-overlap false --tp-bwd-overlap {bwd_overlap}"
+        );
+        a.extend(flags.split_whitespace());
+        let j = common::json(&a);
+        let t = &j["time_breakdown"];
+        let f = |k: &str| t["communication"]["sp"][k].as_f64().unwrap();
+        (
+            f("exposed_s"),
+            f("hidden_s"),
+            t["interference_s"].as_f64().unwrap(),
+        )
+    };
+    let c = 3.4e-6 + 0.5 * 33_554_432.0 / 370e9;
+    approx::assert_relative_eq!(c, 48.743e-6, max_relative = 1e-4);
+    let (exposed, hidden, slow) = sp(false);
+    let layers_and_ends = (32.0 * 10.0 + 3.0) * c;
+    assert!(
+        exposed > layers_and_ends && exposed < layers_and_ends + 30e-6,
+        "exposed {exposed} s, by hand {layers_and_ends} s and the loss's all-reduces"
+    );
+    assert_eq!((hidden, slow), (0.0, 0.0));
+    let (e, h, k) = sp(true);
+    approx::assert_relative_eq!(h, 32.0 * 4.0 * c, max_relative = 1e-6);
+    approx::assert_relative_eq!(e + h, exposed, max_relative = 1e-9);
+    approx::assert_relative_eq!(k, KAPPA * h, max_relative = 1e-6);
+}
+
 /// With the EP overlap each layer's all-to-all time is split evenly between its forward and
 /// backward windows (`layer::ep_window`), and full recomputation runs the forward again,
 /// all-to-alls included: EP bytes and hidden time are 3/2 of the plan without it
