@@ -182,3 +182,59 @@ fn layer_memory_bound_kernels_with_biases_by_hand() {
         assert!((got / want - 1.0).abs() < 1e-3, "{key}: {got} vs {want}");
     }
 }
+
+/// The embedding on the first stage, by hand: Llama 2 7B on one H100, one micro-batch of
+/// 4096 (`s·b·h` = 4096·4096 = 16,777,216 elements): forward 15 B per element in 3 kernels,
+/// 251,658,240 B / 2.345 TB/s + 12 µs = 119.317 µs; backward 8 B in 2 kernels,
+/// 134,217,728 B / 2.345 TB/s + 8 µs = 65.236 µs. The forward time is the 32 layers'
+/// forwards, the logits GEMM, the loss and the embedding (to the explain's printed digits).
+#[test]
+fn embedding_by_hand() {
+    let args = [
+        "estimate",
+        "--model",
+        "llama2-7b",
+        "--system",
+        "dgx-h100",
+        "--gpus",
+        "1",
+        "--seq-len",
+        "4096",
+        "--global-batch",
+        "1",
+    ];
+    let r = 4096.0 * 4096.0;
+    let (fwd, bwd) = (15.0 * r / BW + 3.0 * KERNEL, 8.0 * r / BW + 2.0 * KERNEL);
+    approx::assert_relative_eq!(fwd, 119.317e-6, max_relative = 1e-4);
+    approx::assert_relative_eq!(bwd, 65.236e-6, max_relative = 1e-4);
+    // Seven billion parameters' Adam states do not fit one H100 (exit 3).
+    let text = common::computed(&[&args[..], &["--explain"]].concat());
+    let line = common::line_after(&text, "per layer", "embedding (first stage)");
+    assert!(
+        line.contains("2.5166e8 B in 3 kernels forward → 119.3 us"),
+        "{line}"
+    );
+    assert!(
+        line.contains("8 B in 2 kernels backward → 65.24 us"),
+        "{line}"
+    );
+    let layer = common::micros(
+        &common::line_after(&text, "per layer", "layer total"),
+        "forward",
+    );
+    let logits = common::line_after(&text, "per layer", "logits GEMM");
+    let (lg, ce) = (
+        common::micros(&logits, "fwd"),
+        common::micros(&logits, "): fwd"),
+    );
+    let j: Value = serde_json::from_str(&common::computed(
+        &[&args[..], &["--format", "json"]].concat(),
+    ))
+    .unwrap();
+    let forward = j["time_breakdown"]["forward_s"].as_f64().unwrap() * 1e6;
+    let sum = 32.0 * layer + lg + ce + fwd * 1e6;
+    assert!(
+        (forward - sum).abs() < 20.0,
+        "forward {forward} µs against 32 layers, logits, loss and embedding {sum} µs"
+    );
+}
