@@ -237,4 +237,29 @@ fn embedding_by_hand() {
         (forward - sum).abs() < 20.0,
         "forward {forward} µs against 32 layers, logits, loss and embedding {sum} µs"
     );
+    // The backward likewise: the layers', the logits GEMM's, the loss's and the embedding's.
+    let layer_b = common::micros(
+        &common::line_after(&text, "per layer", "layer total"),
+        "backward",
+    );
+    let lg_b = common::micros(logits.split(';').next().unwrap(), "bwd");
+    let ce_b = common::micros(&format!("x{}", logits.rsplit("bwd").next().unwrap()), "x");
+    // The loss by hand (unfused, V = 32000, t = 1): forward 4·s·h + 38·s·V = 5,047,844,864 B
+    // in 7 kernels, backward 6·s·h + 14·s·V = 1,935,671,296 B in 3 kernels.
+    approx::assert_relative_eq!(
+        ce,
+        (4.0 * r + 38.0 * 4096.0 * 32000.0) / BW * 1e6 + 28.0,
+        max_relative = 1e-3
+    );
+    approx::assert_relative_eq!(
+        ce_b,
+        (6.0 * r + 14.0 * 4096.0 * 32000.0) / BW * 1e6 + 12.0,
+        max_relative = 1e-3
+    );
+    let backward = j["time_breakdown"]["backward_s"].as_f64().unwrap() * 1e6;
+    let sum_b = 32.0 * layer_b + lg_b + ce_b + bwd * 1e6;
+    assert!(
+        (backward - sum_b).abs() < 20.0,
+        "backward {backward} µs against 32 layers, logits, loss and embedding {sum_b} µs"
+    );
 }
