@@ -349,3 +349,56 @@ fn hybrid_blocks_operations_by_hand() {
     }
     assert_eq!(l.len(), 3, "{l:#?}");
 }
+
+/// Each pass leaves the GPU idle for its own host time beyond its own GPU time: BERT-large
+/// (24 layers, h 1024) on one H100, one sequence of 64 tokens, no CUDA graphs. A layer's
+/// forward launches 2·2.7 (QKV and projection) + 2.7 (fused attention) + 3 (rotary,
+/// bias-dropout-add) + 2·2.7 (MLP) + 2 = 18.5 operations, 370 µs at 20 µs, its backward
+/// 2·2·2.7 + 2.7 + 3 + 2·2·2.7 + 2 = 29.3, 586 µs. Both passes are shorter on the GPU, so
+/// each idles for its own difference: 24 · ((370 µs − T_fwd) + (586 µs − T_bwd)).
+#[test]
+fn each_pass_idles_for_its_own_host_time() {
+    let base = [
+        "estimate",
+        "--model",
+        "bert-large",
+        "--system",
+        "dgx-h100",
+        "--gpus",
+        "1",
+        "--seq-len",
+        "64",
+        "--global-batch",
+        "1",
+        "--cuda-graphs",
+        "none",
+    ];
+    let (fwd_ops, bwd_ops) = (
+        2.0 * 2.7 + 2.7 + 3.0 + 2.0 * 2.7 + 2.0,
+        2.0 * 2.0 * 2.7 + 2.7 + 3.0 + 2.0 * 2.0 * 2.7 + 2.0,
+    );
+    assert_relative_eq!(fwd_ops, 18.5, max_relative = 1e-12);
+    assert_relative_eq!(bwd_ops, 29.3, max_relative = 1e-12);
+    let text = common::text(&[&base[..], &["--explain"]].concat());
+    let host = common::line_after(&text, "per layer", "host (CUDA graphs: none)");
+    assert!(host.contains("forward 18.5 ops × 20 us = 370 us"), "{host}");
+    assert!(
+        host.contains("backward 29.3 ops × 20 us = 586 us"),
+        "{host}"
+    );
+    let total = common::line_after(&text, "per layer", "layer total");
+    let (gpu_f, gpu_b) = (
+        common::micros(&total, "forward"),
+        common::micros(&total, "backward"),
+    );
+    assert!(gpu_f < 370.0 && gpu_b < 586.0, "{total}");
+    let idle = common::json(&base)["time_breakdown"]["host_idle_s"]
+        .as_f64()
+        .unwrap()
+        * 1e6;
+    let by_hand = 24.0 * ((fwd_ops * 20.0 - gpu_f) + (bwd_ops * 20.0 - gpu_b));
+    assert!(
+        (idle - by_hand).abs() < 2.0,
+        "host idle {idle} µs, by hand {by_hand} µs"
+    );
+}
