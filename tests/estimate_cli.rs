@@ -325,3 +325,61 @@ fn pipeline_layout_is_the_split_its_ranks_hold() {
             "pipeline_layout: 0 MTP modules `m` for a model of 1",
         ));
 }
+
+/// The plan table says how the job sits in NVLink domains and which switches are on. 128
+/// GB200 GPUs are 32 trays of 4; NVIDIA's launcher allocates Slurm segments of at most 18
+/// trays, so two segments of 16 trays, 64 GPUs each (docs/modern-training.md); 64 GPUs fit
+/// one domain. The defaults turn flash attention and both overlaps on, and TP 4 turns SP on.
+#[test]
+fn the_plan_table_shows_domains_and_switches() {
+    let row = |text: &str, name: &str| {
+        text.lines()
+            .find(|l| l.starts_with(&format!("| {name} ")))
+            .unwrap_or_else(|| panic!("a '{name}' row"))
+            .split('|')
+            .map(str::trim)
+            .filter(|c| !c.is_empty())
+            .collect::<Vec<_>>()
+            .join(" | ")
+    };
+    let big = common::computed(&[
+        "estimate",
+        "--model",
+        "llama3-70b",
+        "--system",
+        "gb200-nvl72",
+        "--gpus",
+        "128",
+        "--tp",
+        "4",
+        "--pp",
+        "4",
+        "--global-batch",
+        "128",
+    ]);
+    assert_eq!(
+        row(&big, "devices"),
+        "devices | 128 | 2 NVLink domains of 64 GPUs (Slurm segments)"
+    );
+    assert_eq!(row(&big, "SP"), "SP | on");
+    assert_eq!(row(&big, "flash attention"), "flash attention | on");
+    assert_eq!(row(&big, "overlap DP / TP"), "overlap DP / TP | on / on");
+    let one = common::computed(&[
+        "estimate",
+        "--model",
+        "llama3-8b",
+        "--system",
+        "gb200-nvl72",
+        "--gpus",
+        "64",
+        "--global-batch",
+        "64",
+        "--tp-overlap",
+        "false",
+    ]);
+    assert_eq!(
+        row(&one, "devices"),
+        "devices | 64 | 1 NVLink domain of 64 GPUs"
+    );
+    assert_eq!(row(&one, "overlap DP / TP"), "overlap DP / TP | on / off");
+}

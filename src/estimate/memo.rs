@@ -337,6 +337,16 @@ mod tests {
             .collect()
     }
 
+    /// The tag filters: a mix that folds different values into the same tag would make
+    /// every lookup compare whole keys (results stay right, the cache slows). One value
+    /// apart, in either argument, gives another tag.
+    #[test]
+    fn mix_tells_nearby_values_apart() {
+        assert_ne!(mix(0, 1), mix(0, 2));
+        assert_ne!(mix(1, 1), mix(0, 1));
+        assert_ne!(mix(1, 0), mix(0, 0));
+    }
+
     #[test]
     fn a_cached_collective_equals_the_computed_one_whatever_field_differs() {
         let (dp, tp, opts) = groups("dgx-a100");
