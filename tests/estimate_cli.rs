@@ -383,3 +383,47 @@ fn the_plan_table_shows_domains_and_switches() {
     );
     assert_eq!(row(&one, "overlap DP / TP"), "overlap DP / TP | on / off");
 }
+
+/// The schedule row names the schedule, and the MoE groups row appears only where the
+/// expert layers fold differently from the attention: EP above 1 (Qwen3-30B-A3B with EP 8
+/// under DualPipe, PP 2: 8 ranks per stage, expert-DP 8/(1·8) = 1) or an
+/// expert TP other than TP (TP 2, ETP 1: ETP 1 × EP 1 × expert-DP 16); never for a dense
+/// model (Llama 3 8B, PP 2: 1F1B).
+#[test]
+fn the_plan_table_names_the_schedule_and_folds_only_moe_groups() {
+    let table = |flags: &str| {
+        let mut a = vec!["estimate"];
+        a.extend(flags.split_whitespace());
+        common::computed(&a)
+    };
+    let row = |text: &str, name: &str| {
+        text.lines()
+            .find(|l| l.starts_with(&format!("| {name}")))
+            .map(|l| {
+                l.split('|')
+                    .map(str::trim)
+                    .filter(|c| !c.is_empty())
+                    .take(2)
+                    .collect::<Vec<_>>()
+                    .join(" | ")
+            })
+    };
+    let dual = table(
+        "--model qwen3-30b-a3b --system dgx-h100 --gpus 16 --pp 2 --ep 8 --global-batch 64 \
+         --schedule dualpipe",
+    );
+    assert_eq!(row(&dual, "schedule").unwrap(), "schedule | DualPipe");
+    assert_eq!(
+        row(&dual, "MoE groups").unwrap(),
+        "MoE groups (folded) | ETP 1 × EP 8 × expert-DP 1"
+    );
+    let etp =
+        table("--model qwen3-30b-a3b --system dgx-h100 --gpus 16 --tp 2 --etp 1 --global-batch 64");
+    assert_eq!(
+        row(&etp, "MoE groups").unwrap(),
+        "MoE groups (folded) | ETP 1 × EP 1 × expert-DP 16"
+    );
+    let dense = table("--model llama3-8b --system dgx-h100 --gpus 16 --pp 2 --global-batch 64");
+    assert_eq!(row(&dense, "schedule").unwrap(), "schedule | 1F1B");
+    assert_eq!(row(&dense, "MoE groups"), None);
+}
