@@ -427,3 +427,60 @@ fn the_plan_table_names_the_schedule_and_folds_only_moe_groups() {
     assert_eq!(row(&dense, "schedule").unwrap(), "schedule | 1F1B");
     assert_eq!(row(&dense, "MoE groups"), None);
 }
+
+/// The time table: each row's share is its time over the iteration time; the host-bound
+/// row appears only when some layer waits for the host, and a communication class only
+/// when it moves bytes. BERT-large on one H100 at 64 tokens without CUDA graphs waits for
+/// the host and has no communication; Llama 2 7B with TP 2 on 2 GPUs has SP traffic and no
+/// host wait.
+#[test]
+fn the_time_table_shares_and_rows() {
+    let run = |flags: &str| {
+        let mut a = vec!["estimate"];
+        a.extend(flags.split_whitespace());
+        (common::computed(&a), common::json(&a))
+    };
+    let cells = |text: &str, name: &str| -> Option<Vec<String>> {
+        text.lines()
+            .find(|l| l.starts_with(&format!("| {name}")))
+            .map(|l| l.split('|').map(|c| c.trim().to_string()).collect())
+    };
+    let (text, j) = run(
+        "--model bert-large --system dgx-h100 --gpus 1 --seq-len 64 --global-batch 1 \
+         --cuda-graphs none",
+    );
+    let total = j["iteration_time_s"].as_f64().unwrap();
+    let tb = &j["time_breakdown"];
+    for (row, key) in [
+        ("forward", "forward_s"),
+        ("backward", "backward_s"),
+        ("host-bound", "host_idle_s"),
+    ] {
+        let c = cells(&text, row).unwrap_or_else(|| panic!("a {row} row"));
+        let share = format!("{:.1}%", 100.0 * tb[key].as_f64().unwrap() / total);
+        assert_eq!(c[5], share, "{row}: {c:?}");
+    }
+    assert!(tb["host_idle_s"].as_f64().unwrap() > 0.0);
+    assert!(!text.contains("communication (exposed)"), "{text}");
+    let (text, j) =
+        run("--model llama2-7b --system dgx-h100 --gpus 2 --tp 2 --seq-len 4096 --global-batch 1");
+    assert_eq!(j["time_breakdown"]["host_idle_s"].as_f64().unwrap(), 0.0);
+    assert!(cells(&text, "host-bound").is_none(), "{text}");
+    assert!(
+        cells(&text, "SP communication (exposed)").is_some(),
+        "{text}"
+    );
+    assert!(cells(&text, "EP communication").is_none(), "{text}");
+    // A class the overlap hides whole still has its row: Qwen3-30B-A3B on 16 H100, EP 16
+    // with the EP overlap, nothing of the all-to-alls exposed.
+    let (text, j) = run(
+        "--model qwen3-30b-a3b --system dgx-h100 --gpus 16 --ep 16 --etp 1 --seq-len 4096 \
+         --global-batch 1024 --precision bf16 --ep-dispatch hierarchical --ep-overlap true \
+         --cuda-graphs moe_router,moe_preprocess",
+    );
+    let ep = &j["time_breakdown"]["communication"]["ep"];
+    assert_eq!(ep["exposed_s"].as_f64().unwrap(), 0.0);
+    assert!(ep["hidden_s"].as_f64().unwrap() > 0.0);
+    let row = cells(&text, "EP communication (exposed)").expect("an EP row");
+    assert_eq!(row[2], "0 s", "{row:?}");
+}
