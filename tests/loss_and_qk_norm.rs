@@ -227,10 +227,7 @@ fn embedding_by_hand() {
         common::micros(&logits, "fwd"),
         common::micros(&logits, "): fwd"),
     );
-    let j: Value = serde_json::from_str(&common::computed(
-        &[&args[..], &["--format", "json"]].concat(),
-    ))
-    .unwrap();
+    let j = common::computed_json(&args);
     let forward = j["time_breakdown"]["forward_s"].as_f64().unwrap() * 1e6;
     let sum = 32.0 * layer + lg + ce + fwd * 1e6;
     assert!(

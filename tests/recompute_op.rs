@@ -72,8 +72,7 @@ fn per_op_recompute_time_composes_the_forward() {
     );
     let mem = micros(&line("memory-bound: LayerNorm"), ": fwd");
     let per_layer = qkv / 6.0 + proj + mlp_in / 2.0 + mem;
-    let j: serde_json::Value =
-        serde_json::from_str(&computed(&[&args[..], &["--format", "json"]].concat())).unwrap();
+    let j = common::computed_json(&args);
     let rec = j["time_breakdown"]["recompute_s"].as_f64().unwrap() * 1e6;
     let expect = 2.0 * 32.0 * per_layer;
     assert!(
@@ -201,8 +200,8 @@ fn per_op_recompute_runs_half_the_forward_tp_traffic() {
 /// 32 × the attention core's forward (the explain's line); with fused attention, nothing.
 #[test]
 fn selective_recompute_repeats_the_attention_core() {
-    let args = |flash: &str| {
-        vec![
+    let args = |flash: &'static str| {
+        [
             "estimate",
             "--model",
             "llama2-7b",
@@ -219,23 +218,15 @@ fn selective_recompute_repeats_the_attention_core() {
             "--flash-attention",
             flash,
         ]
-        .into_iter()
-        .map(String::from)
-        .collect::<Vec<_>>()
     };
     let a = args("false");
-    let a: Vec<&str> = a.iter().map(String::as_str).collect();
     // Seven billion parameters' Adam states do not fit one H100 (exit 3).
     let text = computed(&[&a[..], &["--explain"]].concat());
     let core = micros(&line_after(&text, "per layer", "attention core"), "→ fwd");
-    let j: serde_json::Value =
-        serde_json::from_str(&computed(&[&a[..], &["--format", "json"]].concat())).unwrap();
+    let j = common::computed_json(&a);
     let rec = j["time_breakdown"]["recompute_s"].as_f64().unwrap() * 1e6;
     assert!(core > 1000.0, "attention core forward {core} µs");
     approx::assert_relative_eq!(rec, 32.0 * core, max_relative = 1e-3);
-    let f = args("true");
-    let f: Vec<&str> = f.iter().map(String::as_str).collect();
-    let j: serde_json::Value =
-        serde_json::from_str(&computed(&[&f[..], &["--format", "json"]].concat())).unwrap();
+    let j = common::computed_json(&args("true"));
     assert_eq!(j["time_breakdown"]["recompute_s"].as_f64().unwrap(), 0.0);
 }

@@ -141,6 +141,12 @@ pub fn computed(args: &[&str]) -> String {
     String::from_utf8(out.stdout).unwrap()
 }
 
+/// The JSON estimate of `args` (`--format json` added) that computes with exit 0 or 3 (a
+/// plan that does not fit is still estimated).
+pub fn computed_json(args: &[&str]) -> Value {
+    serde_json::from_str(&computed(&[args, &["--format", "json"]].concat())).unwrap()
+}
+
 /// GPT-3 175B on 1024 A100s, TP 8, PP 16, global batch 1536 (Narayanan et al. SC'21).
 pub const GPT3: [&str; 13] = [
     "estimate",
