@@ -483,4 +483,58 @@ fn the_time_table_shares_and_rows() {
     assert!(ep["hidden_s"].as_f64().unwrap() > 0.0);
     let row = cells(&text, "EP communication (exposed)").expect("an EP row");
     assert_eq!(row[2], "0 s", "{row:?}");
+    // Components that take no time keep their rows (only the host-bound row hides at 0).
+    let time = text.split("\ntime\n").nth(1).expect("a time table");
+    for row in ["recompute", "pipeline bubble"] {
+        let c = cells(time, row).unwrap_or_else(|| panic!("a {row} row: {text}"));
+        assert_eq!((c[2].as_str(), c[5].as_str()), ("0 s", "0.0%"), "{c:?}");
+    }
+}
+
+/// The offload row's bytes are what crosses the host link: parameters fetched, activations
+/// out and back (twice), gradients streamed down, the optimizer step's gradients down and
+/// updated parameters up. Two plans between them make each of the five terms non-zero.
+#[test]
+fn the_offload_row_counts_each_transfer_once_and_activations_twice() {
+    for offload in ["optimizer,activations", "zero-infinity:host,activations"] {
+        let mut a = vec![
+            "estimate",
+            "--model",
+            "llama2-7b",
+            "--system",
+            "dgx-h100",
+            "--gpus",
+            "8",
+            "--zero",
+            "3",
+            "--recompute",
+            "none",
+            "--global-batch",
+            "8",
+            "--seq-len",
+            "4096",
+            "--offload",
+        ];
+        a.push(offload);
+        let text = common::computed(&a);
+        let j = common::computed_json(&a);
+        let o = &j["time_breakdown"]["offload"];
+        let f = |k: &str| o[k].as_f64().unwrap();
+        let moved = f("params_fetch_bytes")
+            + 2.0 * f("activations_bytes")
+            + f("grads_stream_bytes")
+            + f("grads_step_bytes")
+            + f("params_step_bytes");
+        assert!(f("activations_bytes") > 0.0, "{o}");
+        let row = text
+            .lines()
+            .find(|l| l.starts_with("| offload transfers"))
+            .unwrap_or_else(|| panic!("an offload row: {text}"));
+        let c: Vec<&str> = row.split('|').map(str::trim).collect();
+        assert_eq!(
+            c[4],
+            astrolabe::units::Bytes::new(moved).to_string(),
+            "{offload}: {o}"
+        );
+    }
 }
