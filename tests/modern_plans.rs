@@ -3,6 +3,8 @@
 //! volumes, activation memory), LoRA (trainable parameters and their reduction), HSDP
 //! (state sharding), FP8-family precisions (weight copies, device support) and `--seq-len`.
 
+mod common;
+
 use approx::assert_relative_eq;
 use astrolabe::catalog;
 use astrolabe::compute::Precision;
@@ -204,6 +206,79 @@ fn lora_trains_only_the_adapters() {
         2.0 * trainable,
         max_relative = 1e-9
     );
+}
+
+/// LoRA's adapter GEMMs are skinny (one side r) and memory-bound: each takes
+/// `max(2·M·N·K/(peak·e), 2·(M·K + K·N + M·N) B/(bw·e_mem)) + 4 µs`. Llama 2 7B, rank 16,
+/// one H100 (989 TFLOP/s · 0.72; 3.35 TB/s · 0.7 = 2.345 TB/s), QKV (M = 4096, N = 12288,
+/// K = 4096):
+/// - A (4096×16×4096): 2·(4096·4096 + 2·4096·16) = 33 816 576 B → 14.421 + 4 = 18.421 µs
+///   (its 0.537 GFLOP take 0.75 µs); B (4096×12288×16): 2·(4096·16 + 16·12288 +
+///   4096·12288) = 101 187 584 B → 43.150 + 4 = 47.150 µs; forward 65.571 µs;
+/// - backward: each one's data and weight gradient move the same bytes: 131.142 µs;
+/// - the frozen QKV keeps its forward and loses its weight gradient: its data gradient
+///   4096×4096×12288 at e = 0.72 · (512 tiles in 4 waves of 132: 0.969697) ·
+///   12288/(12288 + 128) = 0.690977 takes 412 316 860 416 / (989 T · 0.690977) + 4 µs
+///   = 607.35 µs.
+///
+/// With `--lora-targets qkv` the attention projection has no adapter: its forward is the
+/// full run's and its backward its data gradient alone (4096³ at e = 0.72 · 0.969697 ·
+/// 4096/4224, 2·4096³/(989 T · 0.677019) + 4 µs = 209.26 µs).
+#[test]
+fn lora_adapter_gemms_by_hand() {
+    let explain = |extra: &[&str]| {
+        let base = [
+            "estimate",
+            "--model",
+            "llama2-7b",
+            "--system",
+            "dgx-h100",
+            "--gpus",
+            "1",
+            "--seq-len",
+            "4096",
+            "--global-batch",
+            "1",
+            "--explain",
+        ];
+        common::computed(&[&base[..], extra].concat())
+    };
+    // "→ fwd 685.4 us, bwd 738.5 us": the forward and backward of a GEMM line, in µs.
+    let times = |text: &str, gemm: &str| -> (f64, f64) {
+        let line = text
+            .lines()
+            .find(|l| l.contains(&format!("GEMM {gemm}:")))
+            .unwrap_or_else(|| panic!("{gemm}: {text}"));
+        let after = line.split("→ fwd ").nth(1).unwrap();
+        let us = |w: &[&str]| -> f64 {
+            let x: f64 = w[0].trim_end_matches(',').parse().unwrap();
+            match w[1].trim_end_matches(',') {
+                "us" => x,
+                "ms" => x * 1e3,
+                u => panic!("unit {u}"),
+            }
+        };
+        let w: Vec<&str> = after.split_whitespace().collect();
+        (us(&w[0..2]), us(&w[3..5]))
+    };
+    let full = explain(&[]);
+    let lora = explain(&["--lora-rank", "16"]);
+    let (f0, _) = times(&full, "QKV");
+    let (f, b) = times(&lora, "QKV");
+    assert!(
+        (f - (f0 + 65.571)).abs() < 0.1,
+        "forward {f} µs, full {f0} µs"
+    );
+    assert!((b - (607.35 + 131.142)).abs() < 0.1, "backward {b} µs");
+    let qkv_only = explain(&["--lora-rank", "16", "--lora-targets", "qkv"]);
+    let (p0, _) = times(&full, "attention projection");
+    let (p, pb) = times(&qkv_only, "attention projection");
+    assert!(
+        (p - p0).abs() < 0.05,
+        "projection forward {p} µs, full {p0} µs"
+    );
+    assert!((pb - 209.26).abs() < 0.1, "projection backward {pb} µs");
+    assert_eq!(times(&qkv_only, "QKV"), (f, b));
 }
 
 #[test]

@@ -116,6 +116,9 @@ pub(super) fn linears<T: Trace>(c: &Ctx, tr: &mut T) -> Linears {
         if mm <= 0.0 || n <= 0.0 {
             continue;
         }
+        // The LoRA adapters of this linear layer (none without LoRA or when not targeted).
+        let adapters = (group != 4 && c.plan.lora_rank > 0 && lora::adapted(c, i))
+            .then(|| lora::adapter_time(c, mm, n, k, batch));
         // Forward M×N×K, data gradient M×K×N, weight gradient K×N×M.
         let (tf, dg, wg) = if group == 4 {
             (
@@ -127,11 +130,7 @@ pub(super) fn linears<T: Trace>(c: &Ctx, tr: &mut T) -> Linears {
             // Frozen weight: data gradient only; adapters in 16-bit beside it.
             cast_in += mm * k * batch;
             cast_grad += mm * n * batch;
-            let (af, ab) = if lora::adapted(c, i) {
-                lora::adapter_time(c, mm, n, k, batch)
-            } else {
-                (Seconds::ZERO, Seconds::ZERO)
-            };
+            let (af, ab) = adapters.unwrap_or((Seconds::ZERO, Seconds::ZERO));
             (c.gemm(mm, n, k, batch) + af, c.gemm(mm, k, n, batch), ab)
         } else {
             cast_in += mm * k * batch;
@@ -189,8 +188,18 @@ pub(super) fn linears<T: Trace>(c: &Ctx, tr: &mut T) -> Linears {
                     100.0 * c.dev.gemm_efficiency(mm, n, k, s)
                 );
             }
+            let lora = match adapters {
+                Some((af, ab)) => format!(
+                    " (frozen W: its data gradient only; LoRA r = {} in 16-bit, A {mm}×{}×{k} and B {mm}×{n}×{}, each max(2·M·N·K/(peak₁₆·e_gemm), 2·(MK+KN+MN) B/(bw·e_mem)) + launch: fwd {af}, bwd {ab} for their data and weight gradients)",
+                    c.plan.lora_rank, c.plan.lora_rank, c.plan.lora_rank
+                ),
+                None if c.plan.lora_rank > 0 && group != 4 => {
+                    " (frozen W, no adapter: its data gradient only)".to_string()
+                }
+                None => String::new(),
+            };
             format!(
-                "  GEMM {name}: M={mm} N={n} K={k} ×{batch}: efficiency {:.1}% of peak → fwd {tf}, bwd {tb}",
+                "  GEMM {name}: M={mm} N={n} K={k} ×{batch}: efficiency {:.1}% of peak → fwd {tf}, bwd {tb}{lora}",
                 100.0 * c.dev.gemm_efficiency(mm, n, k, batch)
             )
         });
