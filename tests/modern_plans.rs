@@ -208,6 +208,33 @@ fn lora_trains_only_the_adapters() {
     );
 }
 
+/// The forward and backward of an `--explain` GEMM line ("GEMM QKV: … → fwd 685.4 us,
+/// bwd 738.5 us"), in µs.
+fn gemm_times(text: &str, gemm: &str) -> (f64, f64) {
+    let line = text
+        .lines()
+        .find(|l| l.contains(&format!("GEMM {gemm}:")))
+        .unwrap_or_else(|| panic!("{gemm}: {text}"));
+    let after = line.split("→ fwd ").nth(1).unwrap();
+    let us = |w: &[&str]| -> f64 {
+        let x: f64 = w[0].trim_end_matches(',').parse().unwrap();
+        match w[1].trim_end_matches(',') {
+            "us" => x,
+            "ms" => x * 1e3,
+            u => panic!("unit {u}"),
+        }
+    };
+    let w: Vec<&str> = after.split_whitespace().collect();
+    (us(&w[0..2]), us(&w[3..5]))
+}
+
+/// The `--explain` text of `estimate` with these flags (exit 0 or 3).
+fn explain(flags: &str) -> String {
+    let mut a = vec!["estimate", "--explain"];
+    a.extend(flags.split_whitespace());
+    common::computed(&a)
+}
+
 /// LoRA's adapter GEMMs are skinny (one side r) and memory-bound: each takes
 /// `max(2·M·N·K/(peak·e), 2·(M·K + K·N + M·N) B/(bw·e_mem)) + 4 µs`. Llama 2 7B, rank 16,
 /// one H100 (989 TFLOP/s · 0.72; 3.35 TB/s · 0.7 = 2.345 TB/s), QKV (M = 4096, N = 12288,
@@ -243,42 +270,100 @@ fn lora_adapter_gemms_by_hand() {
         ];
         common::computed(&[&base[..], extra].concat())
     };
-    // "→ fwd 685.4 us, bwd 738.5 us": the forward and backward of a GEMM line, in µs.
-    let times = |text: &str, gemm: &str| -> (f64, f64) {
-        let line = text
-            .lines()
-            .find(|l| l.contains(&format!("GEMM {gemm}:")))
-            .unwrap_or_else(|| panic!("{gemm}: {text}"));
-        let after = line.split("→ fwd ").nth(1).unwrap();
-        let us = |w: &[&str]| -> f64 {
-            let x: f64 = w[0].trim_end_matches(',').parse().unwrap();
-            match w[1].trim_end_matches(',') {
-                "us" => x,
-                "ms" => x * 1e3,
-                u => panic!("unit {u}"),
-            }
-        };
-        let w: Vec<&str> = after.split_whitespace().collect();
-        (us(&w[0..2]), us(&w[3..5]))
-    };
     let full = explain(&[]);
     let lora = explain(&["--lora-rank", "16"]);
-    let (f0, _) = times(&full, "QKV");
-    let (f, b) = times(&lora, "QKV");
+    let (f0, _) = gemm_times(&full, "QKV");
+    let (f, b) = gemm_times(&lora, "QKV");
     assert!(
         (f - (f0 + 65.571)).abs() < 0.1,
         "forward {f} µs, full {f0} µs"
     );
     assert!((b - (607.35 + 131.142)).abs() < 0.1, "backward {b} µs");
     let qkv_only = explain(&["--lora-rank", "16", "--lora-targets", "qkv"]);
-    let (p0, _) = times(&full, "attention projection");
-    let (p, pb) = times(&qkv_only, "attention projection");
+    let (p0, _) = gemm_times(&full, "attention projection");
+    let (p, pb) = gemm_times(&qkv_only, "attention projection");
     assert!(
         (p - p0).abs() < 0.05,
         "projection forward {p} µs, full {p0} µs"
     );
     assert!((pb - 209.26).abs() < 0.1, "projection backward {pb} µs");
-    assert_eq!(times(&qkv_only, "QKV"), (f, b));
+    assert_eq!(gemm_times(&qkv_only, "QKV"), (f, b));
+}
+
+/// At a large rank the adapters' GEMMs are compute-bound: rank 1024 on Llama 2 7B, one H100
+/// (989 TFLOP/s · 0.72 = 712.08 TFLOP/s; 2.345 TB/s):
+/// - QKV's A 4096×1024×4096: 34 359 738 368 FLOP → 48.253 µs (its 50 331 648 B take
+///   21.463 µs) + 4 = 52.253 µs; B 4096×12288×1024: 103 079 215 104 FLOP → 144.758 µs
+///   (134 217 728 B: 57.236 µs) + 4 = 148.758 µs; forward 201.011 µs, backward twice that;
+/// - the attention projection (every linear adapted by default): A and B 4096×1024×4096
+///   and 4096×4096×1024, 52.253 µs each, 104.506 µs forward.
+#[test]
+fn lora_adapters_turn_compute_bound_at_large_rank() {
+    let base = "--model llama2-7b --system dgx-h100 --gpus 1 --seq-len 4096 --global-batch 1";
+    let full = explain(base);
+    let lora = explain(&format!("{base} --lora-rank 1024"));
+    for (gemm, adapter) in [("QKV", 201.011), ("attention projection", 104.506)] {
+        let (f0, _) = gemm_times(&full, gemm);
+        let (f, _) = gemm_times(&lora, gemm);
+        assert!(
+            (f - f0 - adapter).abs() < 0.15,
+            "{gemm}: {f} − {f0} µs, adapter {adapter} µs"
+        );
+    }
+}
+
+/// LoRA on routed experts: each local expert's frozen GEMMs run as without LoRA (4 CUDA
+/// streams), and its adapters beside them. Qwen3-30B-A3B on 8 H100, EP 8: 16 local experts
+/// of 2048 tokens each; MLP in (N = 2·768, K = 2048), rank 16, all 16 experts' adapters as
+/// one memory-bound roofline: A 2·(2048·2048 + 2·2048·16)·16 = 136 314 880 B → 58.130 µs
+/// plus 4, B 2·(2048·16 + 16·1536 + 2048·1536)·16 = 102 498 304 B → 43.709 µs plus 4:
+/// 109.839 µs forward. LatentMoE's projections (`fc1_latent_proj`, `fc2_latent_proj`) carry no
+/// adapter: Megatron-Bridge's LoRA targets `linear_qkv`, `linear_proj`, `linear_fc1` and
+/// `linear_fc2` (`peft/lora.py`, `target_modules`).
+#[test]
+fn lora_on_routed_experts_and_not_on_latent_projections() {
+    let base = "--model qwen3-30b-a3b --system dgx-h100 --gpus 8 --ep 8 --etp 1 \
+        --seq-len 4096 --global-batch 8 --precision bf16";
+    let (f0, _) = gemm_times(&explain(base), "MLP in");
+    let (f, _) = gemm_times(&explain(&format!("{base} --lora-rank 16")), "MLP in");
+    assert!((f - f0 - 109.839).abs() < 0.15, "{f} − {f0} µs");
+    // At rank 1024 the experts' adapters are compute-bound: A 2·2048·1024·2048·16 =
+    // 137 438 953 472 FLOP → 193.011 µs + 4, B 2·2048·1536·1024·16 = 103 079 215 104 FLOP
+    // → 144.758 µs + 4 (their 268 435 456 and 218 103 808 B take 114.5 and 93.0 µs):
+    // 345.769 µs forward.
+    let (f, _) = gemm_times(&explain(&format!("{base} --lora-rank 1024")), "MLP in");
+    assert!((f - f0 - 345.769).abs() < 0.15, "{f} − {f0} µs");
+    // A LatentMoE variant (ℓ = 1024) of the same model, written out.
+    let shown = common::text(&["show", "model", "qwen3-30b-a3b"]);
+    let edited = shown.replacen(
+        "expert_ffn_hidden = 768",
+        "expert_ffn_hidden = 768\nlatent = 1024",
+        1,
+    );
+    assert!(edited.contains("latent = 1024"), "{shown}");
+    let path = common::tmp("lora_latent").join("qwen3-latent.toml");
+    std::fs::write(&path, edited).unwrap();
+    let latent = format!(
+        "{} --model {}",
+        base.replace("--model qwen3-30b-a3b", ""),
+        path.display()
+    );
+    let plain = explain(&latent);
+    let lora = explain(&format!("{latent} --lora-rank 16"));
+    for gemm in ["latent down (h → ℓ)", "latent up (ℓ → h)"] {
+        let (pf, pb) = gemm_times(&plain, gemm);
+        let (lf, lb) = gemm_times(&lora, gemm);
+        assert_eq!(pf, lf, "{gemm}: the frozen forward alone");
+        assert!(
+            lb < pb,
+            "{gemm}: no weight gradient, no adapter ({lb} < {pb} µs)"
+        );
+        let line = lora
+            .lines()
+            .find(|l| l.contains(&format!("GEMM {gemm}:")))
+            .unwrap();
+        assert!(line.contains("no adapter"), "{line}");
+    }
 }
 
 #[test]

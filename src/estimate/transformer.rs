@@ -71,8 +71,14 @@ struct Pass {
     cp_hidden: Seconds,
     /// Bytes of that communication.
     cp_bytes: f64,
-    /// GPU time idle while the host issues the pass's operations (`host` module).
+    /// GPU time idle while the host issues the pass's operations (`host` module):
+    /// [`host::pass_idle`] of the two fields below.
     host: Seconds,
+    /// `T_host`: the host's time to issue the pass's operations.
+    host_time: Seconds,
+    /// A dropless MoE forward's expert launches that its dispatch and experts do not hide,
+    /// `max(0, T_exp − (D + E))` ([`host::moe_forward_idle`]); zero for other passes.
+    host_post: Seconds,
 }
 
 impl Pass {
@@ -98,6 +104,8 @@ impl Pass {
             cp_hidden: self.cp_hidden + o.cp_hidden * k,
             cp_bytes: self.cp_bytes + o.cp_bytes * k,
             host: self.host + o.host * k,
+            host_time: self.host_time + o.host_time * k,
+            host_post: self.host_post + o.host_post * k,
         }
     }
 }
@@ -558,9 +566,9 @@ fn bf16_layers<T: Trace>(
 /// that differ only in what these do not read.
 #[derive(Clone, Copy)]
 pub(crate) struct Parts {
-    /// One transformer layer and its TP windows.
+    /// One transformer layer and its TP links (busy profile, residual-stream collectives).
     lay: Block,
-    tpw: tp::TpWindows,
+    tpw: tp::TpLinks,
     /// One dense-MLP layer (MoE models' first layers; `lay` otherwise).
     dense: Block,
     /// The embedding (first stage) and the head (last stage).
@@ -597,14 +605,14 @@ fn parts<T: Trace>(c: &Ctx, tr: &mut T) -> Result<Parts> {
 /// the layer of a stage taken as their mean over the pattern,
 /// `T_layer = Σ_k (L_k/L)·T_k`, so that a stage of `n` layers holds `n·T_layer` (its
 /// share of every kind; exact for a stage that holds whole periods of the pattern, and
-/// for one stage). The TP windows and their link traffic are averaged the same way.
+/// for one stage). The TP links' busy time is averaged the same way.
 fn hybrid_parts<T: Trace>(c: &Ctx, hy: &crate::model::Hybrid, tr: &mut T) -> Result<Parts> {
     use crate::model::LayerKind;
     let l = c.m.layers as f64;
     let dense = c.m.dense_layer();
     let mut lay = Block::default();
     let mut mtp = Block::default();
-    let mut tpw: Option<tp::TpWindows> = None;
+    let mut tpw: Option<tp::TpLinks> = None;
     // An MTP pattern's kinds are among the model's (`Transformer::from_spec`).
     let mtp_counts = hy.mtp.kinds();
     for (i, (kind, n)) in hy.counts.kinds().into_iter().enumerate() {
@@ -627,6 +635,14 @@ fn hybrid_parts<T: Trace>(c: &Ctx, hy: &crate::model::Hybrid, tr: &mut T) -> Res
             Some(acc) => acc.plus(&w.scaled(k)),
         });
     }
+    // The host runs ahead of the GPU across blocks up to the next MoE token-count copy, so
+    // the blocks' host and GPU times add before the idle is taken (a pattern of attention
+    // and MLP blocks is then the transformer layer they make).
+    for blk in [&mut lay, &mut mtp] {
+        for p in [&mut blk.fwd, &mut blk.bwd, &mut blk.rec] {
+            p.host = host::pass_idle(p);
+        }
+    }
     // The pattern has at least one layer (its length is `layers` ≥ 1).
     let tpw =
         tpw.ok_or_else(|| crate::error::Error::input("transformer.hybrid_pattern", "is empty"))?;
@@ -638,6 +654,18 @@ fn hybrid_parts<T: Trace>(c: &Ctx, hy: &crate::model::Hybrid, tr: &mut T) -> Res
             c.m.layers,
             host::gpu(&lay.fwd),
             host::gpu(&lay.bwd)
+        )
+    });
+    tr.line(|| {
+        format!(
+            " mean layer's host (it runs ahead across blocks to the next MoE token-count copy): GPU idle = max(0, P̄, T̄_host − T̄_GPU) = max(0, {}, {} − {}) = {} forward, max(0, {} − {}) = {} backward",
+            lay.fwd.host_post,
+            lay.fwd.host_time,
+            host::gpu(&lay.fwd),
+            lay.fwd.host,
+            lay.bwd.host_time,
+            host::gpu(&lay.bwd),
+            lay.bwd.host
         )
     });
     if c.m.mtp_layers > 0 {

@@ -155,10 +155,12 @@ pub(crate) fn layer_ops(c: &Ctx) -> Ops {
     n
 }
 
-/// GPU time a pass leaves idle waiting for a host time `host`: `max(0, T_host − T_GPU)`,
-/// `T_GPU` the pass's compute, exposed TP/SP, EP and CP and interference.
-pub(crate) fn idle(host: Seconds, p: &Pass) -> Seconds {
-    (host - gpu(p)).max(Seconds::ZERO)
+/// GPU time a pass leaves idle waiting for its host: `max(0, P, T_host − T_GPU)`, `T_host`
+/// the pass's `host_time`, `P` its `host_post` ([`moe_forward_idle`]; zero but in a
+/// dropless MoE forward), `T_GPU` the pass's compute, exposed TP/SP, EP and CP and
+/// interference ([`gpu`]). Over several blocks (a hybrid pattern) the three add first.
+pub(crate) fn pass_idle(p: &Pass) -> Seconds {
+    p.host_post.max(p.host_time - gpu(p)).max(Seconds::ZERO)
 }
 
 /// A pass's GPU time: compute, exposed TP/SP, EP and CP, and interference.
@@ -196,15 +198,9 @@ pub(crate) fn expert_ops_fwd(c: &Ctx) -> f64 {
 /// `max(0, T_exp − (D + E), T_host − T_GPU)`:
 ///
 /// the experts' launches hide only behind the dispatch and the experts' own GPU time, not
-/// behind the attention that follows them, which cannot start before it is issued. With
-/// one segment (`T_exp` = 0) this is [`idle`].
-pub(crate) fn moe_forward_idle(
-    host: Seconds,
-    host_experts: Seconds,
-    before: Seconds,
-    p: &Pass,
-) -> Seconds {
-    (host_experts - before)
-        .max(host - gpu(p))
-        .max(Seconds::ZERO)
+/// behind the attention that follows them, which cannot start before it is issued. This
+/// returns the first term, `max(0, T_exp − (D + E))` (the pass's `host_post`);
+/// [`pass_idle`] takes the maximum with the second. With one segment (`T_exp` = 0) it is 0.
+pub(crate) fn moe_forward_idle(host_experts: Seconds, before: Seconds) -> Seconds {
+    (host_experts - before).max(Seconds::ZERO)
 }

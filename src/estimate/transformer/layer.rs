@@ -4,7 +4,7 @@
 
 use super::comm::ep_comm;
 use super::cp::cp_comm;
-use super::tp::{TpWindows, tp_windows};
+use super::tp::{TpLinks, tp_windows};
 use super::{Block, Ctx, Part, Pass};
 use super::{lora, lowp};
 use crate::collective::Collective as C;
@@ -126,16 +126,10 @@ pub(super) fn linears<T: Trace>(c: &Ctx, tr: &mut T) -> Linears {
                 c.attn_gemm(mm, k, n, batch),
                 c.attn_gemm(k, n, mm, batch),
             )
-        } else if c.plan.lora_rank > 0 {
-            // Frozen weight: data gradient only; adapters in 16-bit beside it.
-            cast_in += mm * k * batch;
-            cast_grad += mm * n * batch;
-            let (af, ab) = adapters.unwrap_or((Seconds::ZERO, Seconds::ZERO));
-            (c.gemm(mm, n, k, batch) + af, c.gemm(mm, k, n, batch), ab)
         } else {
             cast_in += mm * k * batch;
             cast_grad += mm * n * batch;
-            if i == 5 || i == 6 {
+            let (tf, dg, wg) = if i == 5 || i == 6 {
                 // Routed experts: `batch` local experts' GEMMs.
                 (
                     c.experts_gemm(mm, n, k, batch),
@@ -148,6 +142,13 @@ pub(super) fn linears<T: Trace>(c: &Ctx, tr: &mut T) -> Linears {
                     c.gemm(mm, k, n, batch),
                     c.gemm(k, n, mm, batch),
                 )
+            };
+            if c.plan.lora_rank > 0 {
+                // Frozen weight: no weight gradient; the adapters in 16-bit beside it.
+                let (af, ab) = adapters.unwrap_or((Seconds::ZERO, Seconds::ZERO));
+                (tf + af, dg, ab)
+            } else {
+                (tf, dg, wg)
             }
         };
         let tb = dg + wg;
@@ -176,18 +177,6 @@ pub(super) fn linears<T: Trace>(c: &Ctx, tr: &mut T) -> Linears {
                 "latent up (ℓ → h)",
             ];
             let name = if i < 5 { attn[i] } else { rest[i - 5] };
-            let streams = (i == 5 || i == 6)
-                && c.plan.grouped_gemm == crate::parallel::GroupedGemm::Streams
-                && batch > super::TE_STREAMS;
-            if streams {
-                let s = super::TE_STREAMS;
-                return format!(
-                    "  GEMM {name}: M={mm} N={n} K={k} ×{batch} experts, {s} at a time on {s} streams ({:.0} rounds + {}): efficiency {:.1}% of peak per round → fwd {tf}, bwd {tb}",
-                    (batch / s).floor(),
-                    batch % s,
-                    100.0 * c.dev.gemm_efficiency(mm, n, k, s)
-                );
-            }
             let lora = match adapters {
                 Some((af, ab)) => format!(
                     " (frozen W: its data gradient only; LoRA r = {} in 16-bit, A {mm}×{}×{k} and B {mm}×{n}×{}, each max(2·M·N·K/(peak₁₆·e_gemm), 2·(MK+KN+MN) B/(bw·e_mem)) + launch: fwd {af}, bwd {ab} for their data and weight gradients)",
@@ -198,6 +187,18 @@ pub(super) fn linears<T: Trace>(c: &Ctx, tr: &mut T) -> Linears {
                 }
                 None => String::new(),
             };
+            let streams = (i == 5 || i == 6)
+                && c.plan.grouped_gemm == crate::parallel::GroupedGemm::Streams
+                && batch > super::TE_STREAMS;
+            if streams {
+                let s = super::TE_STREAMS;
+                return format!(
+                    "  GEMM {name}: M={mm} N={n} K={k} ×{batch} experts, {s} at a time on {s} streams ({:.0} rounds + {}): efficiency {:.1}% of peak per round → fwd {tf}, bwd {tb}{lora}",
+                    (batch / s).floor(),
+                    batch % s,
+                    100.0 * c.dev.gemm_efficiency(mm, n, k, s)
+                );
+            }
             format!(
                 "  GEMM {name}: M={mm} N={n} K={k} ×{batch}: efficiency {:.1}% of peak → fwd {tf}, bwd {tb}{lora}",
                 100.0 * c.dev.gemm_efficiency(mm, n, k, batch)
@@ -615,7 +616,7 @@ pub(super) fn mamba_kernels(c: &Ctx) -> (f64, f64) {
 
 /// One transformer layer for one micro-batch on one TP rank, and its TP traffic per
 /// dimension (forward, backward) for the DP windows that share links with it.
-pub(super) fn layer<T: Trace>(c: &Ctx, tr: &mut T) -> Result<(Block, TpWindows)> {
+pub(super) fn layer<T: Trace>(c: &Ctx, tr: &mut T) -> Result<(Block, TpLinks)> {
     let m = c.m;
     let lin = linears(c, tr);
     let (lin_f, lin_b) = lin.total();
@@ -731,14 +732,21 @@ pub(super) fn layer<T: Trace>(c: &Ctx, tr: &mut T) -> Result<(Block, TpWindows)>
     };
     // The memory-bound passes on each side of the all-to-alls: before the dispatch the
     // first norm and residual add, rotary, QK-norm and the permutation; after it the
-    // second norm and residual add, the activation and the un-permutation.
+    // second norm and residual add, the activation and the un-permutation. A hybrid's
+    // MLP block is the transformer layer's second half: its norm and residual add fall
+    // after the dispatch, as they do in the layer.
+    let attn_halves = match c.part {
+        Part::Layer => 1.0,
+        Part::Mlp => 0.0,
+        Part::Attention | Part::Mamba => halves,
+    };
     let attn_side = |norm: f64, rope_b: f64, qkn_b: f64| {
-        c.rep * halves * norm / 2.0 + rope_b * rope + qkn_b * qkn + perm / 2.0
+        c.rep * attn_halves * norm + rope_b * rope + qkn_b * qkn + perm / 2.0
     };
     let share = |side: f64, all: f64| if all > 0.0 { side / all } else { 0.0 };
     let (side_f, side_b) = (
         attn_side(4.0 + bda_f, 4.0, 4.0),
-        attn_side(6.0 + bda_b + 6.0, 4.0, 6.0) + bias_grads / 2.0,
+        attn_side(6.0 + bda_b + 6.0, 4.0, 6.0) + bias_grads * attn_halves / halves,
     );
     let (s_f, s_b) = (share(side_f, bytes_f), share(side_b, bytes_b));
     let sum2 = |a: &[Seconds; 4], i: usize| a[i] + a[i + 1];
@@ -764,6 +772,8 @@ pub(super) fn layer<T: Trace>(c: &Ctx, tr: &mut T) -> Result<(Block, TpWindows)>
         cp_hidden: cpc.fwd.1,
         cp_bytes: cpc.bytes.0,
         host: Seconds::ZERO,
+        host_time: Seconds::ZERO,
+        host_post: Seconds::ZERO,
     };
     let bwd = Pass {
         gemm: lin_b + att_b,
@@ -787,17 +797,26 @@ pub(super) fn layer<T: Trace>(c: &Ctx, tr: &mut T) -> Result<(Block, TpWindows)>
     let host_e = t_op * super::host::expert_ops_fwd(c);
     let before = fwd.ep * 0.5 + parts.mlp_fwd;
     let segmented = host_e > Seconds::ZERO && !paired;
-    let idle_f = if segmented {
-        super::host::moe_forward_idle(host_f, host_e, before, &fwd)
-    } else {
-        super::host::idle(host_f, &fwd)
+    let fwd = Pass {
+        host_time: host_f,
+        host_post: if segmented {
+            super::host::moe_forward_idle(host_e, before)
+        } else {
+            Seconds::ZERO
+        },
+        ..fwd
     };
     let fwd = Pass {
-        host: idle_f,
+        host: super::host::pass_idle(&fwd),
         ..fwd
     };
     let bwd = Pass {
-        host: super::host::idle(host_b, &bwd),
+        host_time: host_b,
+        host_post: Seconds::ZERO,
+        ..bwd
+    };
+    let bwd = Pass {
+        host: super::host::pass_idle(&bwd),
         ..bwd
     };
     tr.line(|| {
@@ -867,7 +886,7 @@ pub(super) fn layer<T: Trace>(c: &Ctx, tr: &mut T) -> Result<(Block, TpWindows)>
             t(&rec)
         )
     });
-    Ok((Block { fwd, bwd, rec }, tp))
+    Ok((Block { fwd, bwd, rec }, tp.links()))
 }
 
 /// Embedding on the first stage and final norm + logits + cross-entropy on the last. Their
@@ -901,7 +920,7 @@ const CE_FWD_BYTES: f64 = 38.0;
 const CE_BWD_BYTES: f64 = 14.0;
 /// See [`CE_FWD_BYTES`].
 const CE_TE_FWD_BYTES: f64 = 8.0;
-pub(super) fn ends<T: Trace>(c: &Ctx, tp: &TpWindows, tr: &mut T) -> Result<(Block, Block)> {
+pub(super) fn ends<T: Trace>(c: &Ctx, tp: &TpLinks, tr: &mut T) -> Result<(Block, Block)> {
     let (m, t) = (c.m, c.plan.tp as f64);
     let bytes = c.r * c.e;
     let emb_tp = tp.reduce;

@@ -50,12 +50,33 @@ pub(super) struct TpWindows {
 }
 
 impl TpWindows {
-    /// The windows of `k` layers (a hybrid model's share of one kind).
-    pub(super) fn scaled(&self, k: f64) -> TpWindows {
-        TpWindows {
-            fwd: self.fwd.times(k),
-            bwd: self.bwd.times(k),
-            bytes: (self.bytes.0 * k, self.bytes.1 * k),
+    /// What the rest of the stage needs of a layer's TP windows once the layer's own times
+    /// and bytes are in its `Block`: the links' busy profile and the residual-stream
+    /// collectives.
+    pub(super) fn links(&self) -> TpLinks {
+        TpLinks {
+            busy: self.busy,
+            reduce: self.reduce,
+            gather: self.gather,
+        }
+    }
+}
+
+/// A layer's TP traffic as the stage sees it: the busy time per topology dimension,
+/// forward and backward (the DP buckets share the links with it), and the residual-stream
+/// collectives the embedding and the head run ([`TpWindows::reduce`], [`TpWindows::gather`]).
+#[derive(Clone, Copy)]
+pub(super) struct TpLinks {
+    pub(super) busy: (Busy, Busy),
+    pub(super) reduce: Seconds,
+    pub(super) gather: Seconds,
+}
+
+impl TpLinks {
+    /// `k` layers' share (a hybrid model's weight of one kind): the busy time scales by
+    /// `k`; the residual-stream collectives are the same for every block and kept.
+    pub(super) fn scaled(&self, k: f64) -> TpLinks {
+        TpLinks {
             busy: (
                 windows::scaled(&self.busy.0, k),
                 windows::scaled(&self.busy.1, k),
@@ -64,13 +85,10 @@ impl TpWindows {
         }
     }
 
-    /// Two blocks' windows in sequence; the residual-stream collectives (`reduce`,
-    /// `gather`) are the same for every block and kept.
-    pub(super) fn plus(&self, o: &TpWindows) -> TpWindows {
-        TpWindows {
-            fwd: self.fwd + o.fwd,
-            bwd: self.bwd + o.bwd,
-            bytes: (self.bytes.0 + o.bytes.0, self.bytes.1 + o.bytes.1),
+    /// Two blocks in sequence: their busy times add; the residual-stream collectives are
+    /// the same for every block and kept.
+    pub(super) fn plus(&self, o: &TpLinks) -> TpLinks {
+        TpLinks {
             busy: (
                 windows::plus(&self.busy.0, &o.busy.0),
                 windows::plus(&self.busy.1, &o.busy.1),
