@@ -253,25 +253,9 @@ fn explain(flags: &str) -> String {
 /// 4096/4224, 2·4096³/(989 T · 0.677019) + 4 µs = 209.26 µs).
 #[test]
 fn lora_adapter_gemms_by_hand() {
-    let explain = |extra: &[&str]| {
-        let base = [
-            "estimate",
-            "--model",
-            "llama2-7b",
-            "--system",
-            "dgx-h100",
-            "--gpus",
-            "1",
-            "--seq-len",
-            "4096",
-            "--global-batch",
-            "1",
-            "--explain",
-        ];
-        common::computed(&[&base[..], extra].concat())
-    };
-    let full = explain(&[]);
-    let lora = explain(&["--lora-rank", "16"]);
+    let base = "--model llama2-7b --system dgx-h100 --gpus 1 --seq-len 4096 --global-batch 1";
+    let full = explain(base);
+    let lora = explain(&format!("{base} --lora-rank 16"));
     let (f0, _) = gemm_times(&full, "QKV");
     let (f, b) = gemm_times(&lora, "QKV");
     assert!(
@@ -279,7 +263,7 @@ fn lora_adapter_gemms_by_hand() {
         "forward {f} µs, full {f0} µs"
     );
     assert!((b - (607.35 + 131.142)).abs() < 0.1, "backward {b} µs");
-    let qkv_only = explain(&["--lora-rank", "16", "--lora-targets", "qkv"]);
+    let qkv_only = explain(&format!("{base} --lora-rank 16 --lora-targets qkv"));
     let (p0, _) = gemm_times(&full, "attention projection");
     let (p, pb) = gemm_times(&qkv_only, "attention projection");
     assert!(
