@@ -208,6 +208,42 @@ fn lora_trains_only_the_adapters() {
     );
 }
 
+/// The adapters one device trains, read from its 16-bit gradients (2 B per trainable
+/// parameter under ZeRO-0). Each linear layer of `n` outputs and `k` inputs carries
+/// `r·(n + k)` on one TP rank, its split side divided by TP (Megatron-Bridge's LoRA wraps
+/// the parallel linear: the adapter's A of a row-parallel layer and its B of a
+/// column-parallel one are split as the base weight is).
+/// - Llama 2 7B, rank 32, TP 2: QKV 32·(12288/2 + 4096), projection 32·(4096 + 4096/2),
+///   gated MLP in 32·(2·11008/2 + 4096), MLP out 32·(4096 + 11008/2): 32·41 088 per
+///   layer × 32 layers.
+/// - Llama 4 Scout (16 routed experts of FFN 8192 and one shared, h 5120, 40 query and 8
+///   KV heads of 128), rank 8, no TP: QKV 8·(7168 + 5120), projection 8·(5120 + 5120),
+///   each expert's pair 8·(2·8192 + 5120) + 8·(5120 + 8192) = 8·34 816, for the 16/EP
+///   local experts and the shared one, × 48 layers.
+#[test]
+fn lora_adapters_split_over_tp_and_ep() {
+    let grads = |flags: &str| {
+        let mut a = vec!["estimate", "--zero", "0", "--global-batch", "8"];
+        a.extend(flags.split_whitespace());
+        common::computed_json(&a)["memory_breakdown"]["gradients_bytes"]
+            .as_f64()
+            .unwrap()
+    };
+    let llama = grads("--model llama2-7b --system dgx-h100 --gpus 8 --tp 2 --lora-rank 32");
+    assert_relative_eq!(
+        llama,
+        2.0 * 32.0 * 32.0 * (10_240.0 + 6_144.0 + 15_104.0 + 9_600.0),
+        max_relative = 1e-12
+    );
+    for (ep, local) in [(4, 4.0), (8, 2.0)] {
+        let scout = grads(&format!(
+            "--model llama4-scout --system dgx-h100 --gpus 8 --seq-len 4096 --ep {ep} --lora-rank 8"
+        ));
+        let per_layer = 8.0 * (12_288.0 + 10_240.0 + (local + 1.0) * 34_816.0);
+        assert_relative_eq!(scout, 2.0 * 48.0 * per_layer, max_relative = 1e-12);
+    }
+}
+
 /// The forward and backward of an `--explain` GEMM line ("GEMM QKV: … → fwd 685.4 us,
 /// bwd 738.5 us"), in µs.
 fn gemm_times(text: &str, gemm: &str) -> (f64, f64) {

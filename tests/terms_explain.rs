@@ -164,3 +164,46 @@ fn ep_overlap_line_shows_its_phases() {
     }
     assert!(run("false").contains("exposed (no schedule overlaps it"));
 }
+
+/// The forward TP window's line says why its collectives are exposed or how they hide:
+/// chunked with the GEMM (TP comm overlap with SP inside the NVLink domain), not
+/// overlapped at all, overlap refused without SP (all-reduces), or refused because the TP
+/// group leaves the NVLink domain (userbuffers need it). One reason per case; each
+/// reason's exposed time is the whole collective time but for the chunked one.
+#[test]
+fn tp_window_line_names_why_it_is_exposed() {
+    for (flags, reason) in [
+        (
+            "--model llama3-8b --gpus 8 --tp 2",
+            "chunked with its GEMM, n = t = 2",
+        ),
+        (
+            "--model llama3-8b --gpus 8 --tp 2 --tp-overlap false",
+            "exposed (no TP comm overlap)",
+        ),
+        (
+            "--model llama3-8b --gpus 8 --tp 2 --sequence-parallel false",
+            "exposed: TP comm overlap needs sequence parallelism",
+        ),
+        (
+            "--model gpt3-175b --gpus 16 --tp 16",
+            "exposed: the TP group leaves the NVLink domain",
+        ),
+    ] {
+        let mut a = vec![
+            "estimate",
+            "--system",
+            "dgx-h100",
+            "--global-batch",
+            "8",
+            "--explain",
+        ];
+        a.extend(flags.split_whitespace());
+        let out = common::computed(&a);
+        let line = out
+            .lines()
+            .find(|l| l.contains("TP window, forward"))
+            .unwrap_or_else(|| panic!("{flags}: no TP window line in\n{out}"));
+        assert!(line.contains(reason), "{flags}: {line}");
+    }
+}
