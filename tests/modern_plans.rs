@@ -569,3 +569,45 @@ fn expert_tensor_parallelism_holds_whole_experts() {
     let etps: std::collections::BTreeSet<u32> = g.structural.iter().map(|s| s.plan.etp).collect();
     assert_eq!(etps.into_iter().collect::<Vec<_>>(), vec![1, 2]);
 }
+
+/// The routed experts' GEMM shapes on one rank, Qwen3-30B-A3B (128 experts of FFN 768,
+/// top-8, h 2048) on 8 H100s, TP 2 (sequence parallel), EP 4, 4096 tokens per sequence:
+/// each rank dispatches its `s/t` = 2048 tokens' 8 copies, and its 32 local experts
+/// receive `s·k·ep/E·etp/t` tokens each: 4096·8·4/128·1/2 = 512 with ETP 1 (whole experts),
+/// 1024 with ETP 2 (the experts' FFN split in two, N = 2·768/2 = 768 in, K = 768/2 out);
+/// with a load imbalance of 1.5 the busiest expert's 1.5·512 = 768.
+#[test]
+fn expert_gemm_shapes_under_tp_and_etp() {
+    for (etp, imbalance, fc1, fc2) in [
+        (
+            1,
+            1.0,
+            "M=512 N=1536 K=2048 ×32 experts",
+            "M=512 N=2048 K=768 ×32 experts",
+        ),
+        (
+            2,
+            1.0,
+            "M=1024 N=768 K=2048 ×32 experts",
+            "M=1024 N=2048 K=384 ×32 experts",
+        ),
+        (
+            1,
+            1.5,
+            "M=768 N=1536 K=2048 ×32 experts",
+            "M=768 N=2048 K=768 ×32 experts",
+        ),
+    ] {
+        let text = explain(&format!(
+            "--model qwen3-30b-a3b --system dgx-h100 --gpus 8 --tp 2 --ep 4 --etp {etp} \
+             --seq-len 4096 --global-batch 8 --moe-imbalance {imbalance}"
+        ));
+        for (gemm, shape) in [("MLP in", fc1), ("MLP out", fc2)] {
+            let line = text
+                .lines()
+                .find(|l| l.contains(&format!("GEMM {gemm}:")))
+                .unwrap_or_else(|| panic!("{gemm}: {text}"));
+            assert!(line.contains(shape), "ETP {etp}: {line}");
+        }
+    }
+}

@@ -206,6 +206,41 @@ fn a_window_as_long_as_the_sequence_is_full_attention() {
     }
 }
 
+/// Packed samples no longer than the window: every query already sees its whole sample,
+/// so the windowed layers are the sample's full causal attention and the estimate is the
+/// window-free model's at the same packing (128-token samples, gpt-oss-20b's 128-token
+/// window; one CUDA graph, so that no host wait hides the attention's time).
+#[test]
+fn a_window_as_long_as_the_packed_sample_is_full_attention() {
+    let none = edited("none_packed", |t| {
+        t.replace("sliding_window = 128\n", "")
+            .replace("attention_pattern = [\"sliding\", \"full\"]\n", "")
+    });
+    let est = |m: &str| {
+        json_of(&run(&[
+            "estimate",
+            "--model",
+            m,
+            "--system",
+            "dgx-h100",
+            "--gpus",
+            "8",
+            "--seq-len",
+            "4096",
+            "--packed-sample-len",
+            "128",
+            "--cuda-graphs",
+            "full",
+            "--format",
+            "json",
+        ]))
+    };
+    let (a, b) = (est("gpt-oss-20b"), est(&none));
+    for k in ["iteration_time_s", "memory_per_device_bytes"] {
+        assert_eq!(a[k], b[k], "{k}");
+    }
+}
+
 #[test]
 fn bad_window_inputs_are_refused() {
     let pair = "[\"sliding\", \"full\"]";
