@@ -166,3 +166,68 @@ fn exp_rate_must_be_positive() {
         .to_string();
     assert!(err.contains("efficiency.exp_rate"), "{err}");
 }
+
+/// Unfused attention (`--flash-attention false`): the scores are materialised, so the
+/// forward is its two batched GEMMs at the device's `attention` factor plus the softmax's
+/// pass over the scores, `(QKᵀ + attention·V)/e + 4 B·scores/(bw·e_mem) + 2·4 µs`. Llama 2
+/// 7B on one H100 (32 heads, sequence 4096: 32·4096² = 536 870 912 scores, 2 GiB moved at
+/// 3.35 TB/s · 0.7 = 915.75 µs + 8 µs), on a copy of the H100 whose `attention` factor is
+/// 0.5 instead of 1: the GEMMs count twice. The backward's four GEMMs are one of QKᵀ's
+/// shape (the scores' gradient, 4096×4096×128 per head) and three of attention·V's
+/// (4096×128×4096: the query, key and value gradients), and its softmax pass moves 6 B
+/// per score: `(QKᵀ + 3·attention·V)/e + 3 GiB/(bw·e_mem) + 8 µs`.
+#[test]
+fn unfused_attention_forward_by_hand() {
+    let root = env!("CARGO_MANIFEST_DIR");
+    let dir = common::tmp("unfused_attention");
+    let dev = std::fs::read_to_string(format!("{root}/presets/devices/h100-sxm.toml"))
+        .unwrap()
+        .replacen("[efficiency]\n", "[efficiency]\nattention = 0.5\n", 1);
+    let dev_path = dir.join("h100-half-attention.toml");
+    std::fs::write(&dev_path, dev).unwrap();
+    let sys = std::fs::read_to_string(format!("{root}/presets/systems/dgx-h100.toml"))
+        .unwrap()
+        .replacen(
+            "device = \"h100-sxm\"",
+            &format!("device = \"{}\"", dev_path.display()),
+            1,
+        );
+    let sys_path = dir.join("dgx-h100-half-attention.toml");
+    std::fs::write(&sys_path, sys).unwrap();
+    let text = common::computed(&[
+        "estimate",
+        "--model",
+        "llama2-7b",
+        "--system",
+        sys_path.to_str().unwrap(),
+        "--gpus",
+        "1",
+        "--global-batch",
+        "1",
+        "--flash-attention",
+        "false",
+        "--explain",
+    ]);
+    let line = text
+        .lines()
+        .find(|l| l.contains("attention core"))
+        .unwrap_or_else(|| panic!("no attention core line in\n{text}"));
+    let clauses = line.replace(';', ",");
+    let (qk, av, fwd, bwd) = (
+        micros(&clauses, "QKᵀ"),
+        micros(&clauses, "attention·V"),
+        micros(&clauses, "→ fwd"),
+        micros(&clauses, "bwd"),
+    );
+    let pass = |bytes: f64| bytes / (3.35e12 * 0.7) * 1e6 + 8.0;
+    let hand = (qk + av) / 0.5 + pass(2_147_483_648.0);
+    assert!(
+        (fwd - hand).abs() < 2e-3 * hand,
+        "{fwd} µs, by hand {hand} µs: {line}"
+    );
+    let hand = (qk + 3.0 * av) / 0.5 + pass(3_221_225_472.0);
+    assert!(
+        (bwd - hand).abs() < 2e-3 * hand,
+        "{bwd} µs, by hand {hand} µs: {line}"
+    );
+}
