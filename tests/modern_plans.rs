@@ -611,3 +611,24 @@ fn expert_gemm_shapes_under_tp_and_etp() {
         }
     }
 }
+
+/// A shared expert is a dense MLP split over TP like any other: Llama 4 Scout (shared
+/// FFN 8192, h 5120, gated) on TP 2 runs `M = s` = 4096 rows against `2·8192/2` = 8192
+/// columns in and `K = 8192/2` = 4096 out. Mixtral, without one, has no such GEMM.
+#[test]
+fn shared_expert_gemms_split_over_tp() {
+    let plan = "--system dgx-h100 --gpus 8 --tp 2 --ep 4 --seq-len 4096 --global-batch 8";
+    let scout = explain(&format!("--model llama4-scout {plan}"));
+    for (gemm, shape) in [
+        ("shared MLP in", "M=4096 N=8192 K=5120 ×1"),
+        ("shared MLP out", "M=4096 N=5120 K=4096 ×1"),
+    ] {
+        let line = scout
+            .lines()
+            .find(|l| l.contains(&format!("GEMM {gemm}:")))
+            .unwrap_or_else(|| panic!("{gemm}: {scout}"));
+        assert!(line.contains(shape), "{line}");
+    }
+    let mixtral = explain(&format!("--model mixtral-8x7b {plan}"));
+    assert!(!mixtral.contains("shared MLP"), "{mixtral}");
+}
