@@ -95,6 +95,27 @@ fn explain_shows_the_capped_4bit_peak() {
     assert!(fp8.contains("peak 5 PFLOP/s (mxfp8)"), "{fp8}");
 }
 
+/// The low-precision GEMM efficiency the explain states with the device's numbers: on
+/// H100 `e = gemm_lowp · q · K/(K + k0·peak/peak₁₆)` = 0.62 · q · K/(K + 128·2) for FP8
+/// (its peak twice BF16's); a BF16 plan has no such line.
+#[test]
+fn explain_states_the_low_precision_gemm_efficiency() {
+    let run = |precision: &str| {
+        cli(&format!(
+            "estimate --model llama3-8b --system dgx-h100 --gpus 8 --global-batch 64 \
+             --precision {precision} --explain"
+        ))
+    };
+    let line = "GEMMs: e = gemm_lowp · q · K/(K + k0·peak/peak₁₆)";
+    let fp8 = run("fp8");
+    assert!(
+        fp8.contains(&format!("fp8 {line} = 0.62 · q · K/(K + 256)")),
+        "{fp8}"
+    );
+    let bf16 = run("bf16");
+    assert!(!bf16.contains(line), "{bf16}");
+}
+
 /// FP8 weight copies (on Blackwell one 1-byte copy per parameter: its FP8 GEMMs take every
 /// layout, so no transpose) follow the parameters' ZeRO-3 shards, and so does their refresh
 /// in the optimizer step (read 2 B, write 1 B per shard parameter at GB200's 8 TB/s × 0.7).

@@ -810,9 +810,9 @@ pub(super) fn layer<T: Trace>(c: &Ctx, tr: &mut T) -> Result<(Block, TpLinks)> {
         host: super::host::pass_idle(&fwd),
         ..fwd
     };
+    // The backward has no token-count copy: its `host_post` stays zero.
     let bwd = Pass {
         host_time: host_b,
-        host_post: Seconds::ZERO,
         ..bwd
     };
     let bwd = Pass {
