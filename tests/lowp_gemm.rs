@@ -116,6 +116,62 @@ fn explain_states_the_low_precision_gemm_efficiency() {
     assert!(!bf16.contains(line), "{bf16}");
 }
 
+/// Transformer Engine quantizes each GEMM's input before the forward and each output
+/// gradient before the backward, memory-bound passes. Llama 3 8B (h 4096, QKV 6144
+/// columns, gated FFN 14336), sequence 8192, FP8 on H100 (the transposed copy too: 2 B
+/// read, 2 × 1 B written = 4 B per element; current scaling reads once more for its amax,
+/// 6 B, in 2 kernels):
+/// - forward inputs 8192·(4096 + 4096 + 4096 + 14336) = 218 103 808 elements;
+/// - backward output gradients 8192·(6144 + 4096 + 2·14336 + 4096) = 352 321 536;
+/// - at 3.35 TB/s · 0.7 plus 4 µs per kernel, 4 tensors a pass: delayed 372.0 + 16 and
+///   601.0 + 16 µs; current 558.0 + 32 and 901.5 + 32 µs;
+/// - and the routed experts' GEMMs, each local expert's (below).
+#[test]
+fn fp8_casts_by_hand() {
+    for (recipe, bytes, kernels) in [("delayed", 4.0, 1.0), ("current", 6.0, 2.0)] {
+        let text = cli(&format!(
+            "estimate --model llama3-8b --system dgx-h100 --gpus 8 --global-batch 64 \
+             --precision fp8 --fp8-recipe {recipe} --explain"
+        ));
+        let line = text
+            .lines()
+            .find(|l| l.contains("fp8 casts"))
+            .unwrap_or_else(|| panic!("{recipe}: {text}"));
+        let us = |el: f64| el * bytes / (3.35e12 * 0.7) * 1e6 + 4.0 * kernels * 4.0;
+        let (fwd, bwd) = (common::micros(line, "→ fwd"), common::micros(line, "bwd"));
+        let (hf, hb) = (us(218_103_808.0), us(352_321_536.0));
+        assert!(
+            (fwd - hf).abs() < 1e-3 * hf,
+            "{recipe}: {fwd} vs {hf}: {line}"
+        );
+        assert!(
+            (bwd - hb).abs() < 1e-3 * hb,
+            "{recipe}: {bwd} vs {hb}: {line}"
+        );
+    }
+    // Qwen3-30B-A3B (h 2048, QKV 5120 columns from 4096 inputs of attention, 128 experts
+    // of FFN 768, top-8) on 8 H100 with EP 8: 16 local experts of 4096·8·8/128 = 2048
+    // tokens each. Forward 4096·2048 + 4096·4096 + 16·2048·(2048 + 768) = 117 440 512,
+    // backward 4096·(5120 + 2048) + 16·2048·(1536 + 2048) = 146 800 640 elements: 200.3 +
+    // 16 and 250.4 + 16 µs (the router stays 16-bit).
+    let moe = cli(
+        "estimate --model qwen3-30b-a3b --system dgx-h100 --gpus 8 --ep 8 --seq-len 4096 \
+         --global-batch 64 --precision fp8 --explain",
+    );
+    let line = moe.lines().find(|l| l.contains("fp8 casts")).unwrap();
+    let us = |el: f64| el * 4.0 / (3.35e12 * 0.7) * 1e6 + 16.0;
+    for (key, hand) in [("→ fwd", us(117_440_512.0)), ("bwd", us(146_800_640.0))] {
+        let t = common::micros(line, key);
+        assert!(
+            (t - hand).abs() < 1e-3 * hand,
+            "{key}: {t} vs {hand}: {line}"
+        );
+    }
+    let bf16 =
+        cli("estimate --model llama3-8b --system dgx-h100 --gpus 8 --global-batch 64 --explain");
+    assert!(!bf16.contains("casts"), "{bf16}");
+}
+
 /// FP8 weight copies (on Blackwell one 1-byte copy per parameter: its FP8 GEMMs take every
 /// layout, so no transpose) follow the parameters' ZeRO-3 shards, and so does their refresh
 /// in the optimizer step (read 2 B, write 1 B per shard parameter at GB200's 8 TB/s × 0.7).

@@ -207,3 +207,37 @@ fn tp_window_line_names_why_it_is_exposed() {
         assert!(line.contains(reason), "{flags}: {line}");
     }
 }
+
+/// Every GEMM line of the explain names a GEMM the layer has, and no number prints as NaN
+/// or infinity: a dense GQA model, an MoE, an MLA model and a hybrid Mamba model (the
+/// unused projection slots of a GQA layer stay out).
+#[test]
+fn explain_lists_only_real_gemms_and_finite_numbers() {
+    for model in ["llama3-8b", "qwen3-30b-a3b", "deepseek-v3", "nemotron-h-8b"] {
+        let out = common::computed(&[
+            "estimate",
+            "--model",
+            model,
+            "--system",
+            "dgx-h100",
+            "--gpus",
+            "64",
+            "--global-batch",
+            "64",
+            "--precision",
+            "fp8",
+            "--explain",
+        ]);
+        for line in out.lines() {
+            assert!(!line.contains("GEMM :"), "{model}: {line}");
+            assert!(
+                !line.contains("N=0 ") && !line.contains("K=0 "),
+                "{model}: {line}"
+            );
+            assert!(
+                !line.contains("NaN") && !line.contains("inf "),
+                "{model}: {line}"
+            );
+        }
+    }
+}

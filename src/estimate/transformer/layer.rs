@@ -214,6 +214,19 @@ pub(super) fn linears<T: Trace>(c: &Ctx, tr: &mut T) -> Linears {
         }
     };
     out.cast = (cast(cast_in), cast(cast_grad));
+    if out.cast.0 > Seconds::ZERO {
+        tr.line(|| {
+            let (bytes, kernels) =
+                lowp::cast(c.plan.precision, c.plan.fp8_recipe, c.any_layout(), cast_in);
+            format!(
+            "  {} casts (memory-bound, {kernels} kernel(s) per tensor, 4 tensors a pass): forward {cast_in:.4e} input elements, backward {cast_grad:.4e} output-gradient elements, {} B each → fwd {}, bwd {}",
+            c.plan.precision.name(),
+            bytes / cast_in,
+            out.cast.0,
+            out.cast.1
+        )
+        });
+    }
     out
 }
 
