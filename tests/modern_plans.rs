@@ -632,3 +632,23 @@ fn shared_expert_gemms_split_over_tp() {
     let mixtral = explain(&format!("--model mixtral-8x7b {plan}"));
     assert!(!mixtral.contains("shared MLP"), "{mixtral}");
 }
+
+/// Transformer Engine runs a rank's expert GEMMs four at a time on its four streams
+/// (`T = ⌊g/4⌋·T(×4) + T(×(g mod 4))`), both the experts' first and second GEMM: Qwen3-30B-A3B
+/// with 16 local experts of 8192 tokens (EP 8, micro-batch 4) takes four times what 4 local
+/// experts of the same 8192 tokens (EP 32, micro-batch 1) take in one round.
+#[test]
+fn sixteen_experts_run_in_four_rounds_of_four() {
+    let times = |plan: &str| {
+        let text = explain(&format!(
+            "--model qwen3-30b-a3b --system dgx-h100 {plan} --seq-len 4096 --global-batch 128"
+        ));
+        [gemm_times(&text, "MLP in"), gemm_times(&text, "MLP out")]
+    };
+    let four = times("--gpus 32 --ep 32 --micro-batch 1");
+    let sixteen = times("--gpus 8 --ep 8 --micro-batch 4");
+    for ((f4, b4), (f16, b16)) in four.into_iter().zip(sixteen) {
+        assert!((f16 - 4.0 * f4).abs() < 2e-3 * f16, "{f16} vs 4 × {f4}");
+        assert!((b16 - 4.0 * b4).abs() < 2e-3 * b16, "{b16} vs 4 × {b4}");
+    }
+}
