@@ -538,3 +538,35 @@ fn the_offload_row_counts_each_transfer_once_and_activations_twice() {
         );
     }
 }
+
+/// The pipeline notes under the tables: the bubble fraction `(p−1)/(v·m)` when there is a
+/// pipeline (none with PP 1), and a warning when there are fewer micro-batches than stages.
+/// Llama 2 7B on 4 H100, PP 4, one sequence per micro-batch: 4 micro-batches give
+/// 3/4 = 75.00 % and no warning; 2 give 3/2 = 150.00 % and the warning (each extra sequence
+/// adds a micro-batch, DP 1 × micro-batch 1).
+#[test]
+fn the_pipeline_notes_by_hand() {
+    let run = |flags: &str| {
+        let mut a = vec!["estimate", "--model", "llama2-7b", "--system", "dgx-h100"];
+        a.extend(flags.split_whitespace());
+        common::computed(&a)
+    };
+    let none = run("--gpus 4 --global-batch 4");
+    assert!(!none.contains("bubble fraction"), "{none}");
+    let four = run("--gpus 4 --pp 4 --global-batch 4");
+    assert!(
+        four.contains("bubble fraction (p-1)/(v·m) = 75.00%"),
+        "{four}"
+    );
+    assert!(!four.contains("micro-batch(es) per pipeline"), "{four}");
+    let two = run("--gpus 4 --pp 4 --global-batch 2");
+    assert!(
+        two.contains("bubble fraction (p-1)/(v·m) = 150.00%"),
+        "{two}"
+    );
+    assert!(
+        two.contains("only 2 micro-batch(es) per pipeline for 4 stages")
+            && two.contains("(each 1 more sequences, dp·micro-batch, add one micro-batch)"),
+        "{two}"
+    );
+}

@@ -646,6 +646,15 @@ fn sixteen_experts_run_in_four_rounds_of_four() {
         [gemm_times(&text, "MLP in"), gemm_times(&text, "MLP out")]
     };
     let four = times("--gpus 32 --ep 32 --micro-batch 1");
+    // Four experts fill one round: the explain names no streams for them.
+    let text = explain(
+        "--model qwen3-30b-a3b --system dgx-h100 --gpus 32 --ep 32 --micro-batch 1 \
+         --seq-len 4096 --global-batch 128",
+    );
+    assert!(
+        text.contains("GEMM MLP in: M=8192 N=1536 K=2048 ×4: efficiency"),
+        "{text}"
+    );
     let sixteen = times("--gpus 8 --ep 8 --micro-batch 4");
     for ((f4, b4), (f16, b16)) in four.into_iter().zip(sixteen) {
         assert!((f16 - 4.0 * f4).abs() < 2e-3 * f16, "{f16} vs 4 × {f4}");

@@ -205,13 +205,10 @@ pub(super) fn linears<T: Trace>(c: &Ctx, tr: &mut T) -> Linears {
             )
         });
     }
+    // No bytes and no kernels (zero time) for 16- and 32-bit GEMMs.
     let cast = |el: f64| {
         let (bytes, kernels) = lowp::cast(c.plan.precision, c.plan.fp8_recipe, c.any_layout(), el);
-        if bytes > 0.0 {
-            c.mem(bytes, kernels * 4.0)
-        } else {
-            Seconds::ZERO
-        }
+        c.mem(bytes, kernels * 4.0)
     };
     out.cast = (cast(cast_in), cast(cast_grad));
     if out.cast.0 > Seconds::ZERO {
