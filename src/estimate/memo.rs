@@ -347,6 +347,44 @@ mod tests {
         assert_ne!(mix(1, 0), mix(0, 0));
     }
 
+    /// Each of the knobs a sweep varies most gives the layer key another tag, so that a
+    /// lookup skips the entries of the other settings without comparing whole keys: the
+    /// recomputation mode (its bits above the four flags), SP, TP overlap, flash attention
+    /// and the TP/DP link sharing.
+    #[test]
+    fn layer_tags_tell_each_quick_knob_apart() {
+        let m = catalog::model("gpt3-175b").unwrap();
+        let s = catalog::system("dgx-a100").unwrap().with_gpus(64).unwrap();
+        let spec = PlanSpec {
+            tp: 2,
+            ..PlanSpec::default()
+        };
+        let plan = Plan::new(&spec, &m, 64).unwrap();
+        let place = Placement::new(&plan, s.topology.dims()).unwrap();
+        let base = LayerKey::new(0, &plan, &place, false);
+        let (r, sp, tpo, flash, share) = base.quick;
+        let other = match r {
+            crate::parallel::Recompute::Full => crate::parallel::Recompute::Selective,
+            _ => crate::parallel::Recompute::Full,
+        };
+        let variants = [
+            (other, sp, tpo, flash, share),
+            (r, !sp, tpo, flash, share),
+            (r, sp, !tpo, flash, share),
+            (r, sp, tpo, !flash, share),
+            (r, sp, tpo, flash, !share),
+        ];
+        let mut tags = vec![base.tag()];
+        for quick in variants {
+            let key = LayerKey { quick, ..base };
+            tags.push(key.tag());
+        }
+        let mut distinct = tags.clone();
+        distinct.sort_unstable();
+        distinct.dedup();
+        assert_eq!(distinct.len(), tags.len(), "{tags:?}");
+    }
+
     #[test]
     fn a_cached_collective_equals_the_computed_one_whatever_field_differs() {
         let (dp, tp, opts) = groups("dgx-a100");
