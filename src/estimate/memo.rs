@@ -379,7 +379,57 @@ mod tests {
             let key = LayerKey { quick, ..base };
             tags.push(key.tag());
         }
+        // The groups' shapes: a TP group twice the size, a CP group over one more
+        // dimension.
+        let mut groups = base.groups;
+        groups[0].size *= 2;
+        tags.push(LayerKey { groups, ..base }.tag());
+        let mut groups = base.groups;
+        groups[1].n += 1;
+        tags.push(LayerKey { groups, ..base }.tag());
         let mut distinct = tags.clone();
+        distinct.sort_unstable();
+        distinct.dedup();
+        assert_eq!(distinct.len(), tags.len(), "{tags:?}");
+    }
+
+    /// A collective's key: another operation, the busy vector wanted or not, a group twice
+    /// the size or over one more dimension each give another tag.
+    #[test]
+    fn coll_tags_tell_op_want_and_shape_apart() {
+        let (dp, _, opts) = groups("dgx-a100");
+        let base = CollKey {
+            bytes: 1e8f64.to_bits(),
+            op: C::AllGather,
+            want: false,
+            opts,
+            system: 0,
+            shape: Shape::of(&dp),
+        };
+        let mut wide = base.shape;
+        wide.size *= 2;
+        let mut deep = base.shape;
+        deep.n += 1;
+        let tags = [
+            base.tag(),
+            CollKey {
+                op: C::ReduceScatter,
+                ..base
+            }
+            .tag(),
+            CollKey { want: true, ..base }.tag(),
+            CollKey {
+                shape: wide,
+                ..base
+            }
+            .tag(),
+            CollKey {
+                shape: deep,
+                ..base
+            }
+            .tag(),
+        ];
+        let mut distinct = tags.to_vec();
         distinct.sort_unstable();
         distinct.dedup();
         assert_eq!(distinct.len(), tags.len(), "{tags:?}");
