@@ -387,7 +387,12 @@ mod tests {
         let mut groups = base.groups;
         groups[1].n += 1;
         tags.push(LayerKey { groups, ..base }.tag());
-        let mut distinct = tags.clone();
+        assert_distinct(&tags);
+    }
+
+    /// Fails unless every tag differs from every other.
+    fn assert_distinct(tags: &[u64]) {
+        let mut distinct = tags.to_vec();
         distinct.sort_unstable();
         distinct.dedup();
         assert_eq!(distinct.len(), tags.len(), "{tags:?}");
@@ -429,10 +434,7 @@ mod tests {
             }
             .tag(),
         ];
-        let mut distinct = tags.to_vec();
-        distinct.sort_unstable();
-        distinct.dedup();
-        assert_eq!(distinct.len(), tags.len(), "{tags:?}");
+        assert_distinct(&tags);
     }
 
     #[test]
