@@ -205,23 +205,20 @@ pub(super) fn linears<T: Trace>(c: &Ctx, tr: &mut T) -> Linears {
             )
         });
     }
-    // No bytes and no kernels (zero time) for 16- and 32-bit GEMMs.
-    let cast = |el: f64| {
-        let (bytes, kernels) = lowp::cast(c.plan.precision, c.plan.fp8_recipe, c.any_layout(), el);
-        c.mem(bytes, kernels * 4.0)
-    };
+    // Bytes per element and kernels per tensor of the quantization (none, zero time, for
+    // 16- and 32-bit GEMMs); every block has GEMMs, so an 8- or 4-bit pass always casts.
+    let (per_element, kernels) =
+        lowp::cast(c.plan.precision, c.plan.fp8_recipe, c.any_layout(), 1.0);
+    let cast = |el: f64| c.mem(per_element * el, kernels * 4.0);
     out.cast = (cast(cast_in), cast(cast_grad));
-    if out.cast.0 > Seconds::ZERO {
+    if per_element > 0.0 {
         tr.line(|| {
-            let (bytes, kernels) =
-                lowp::cast(c.plan.precision, c.plan.fp8_recipe, c.any_layout(), cast_in);
             format!(
-            "  {} casts (memory-bound, {kernels} kernel(s) per tensor, 4 tensors a pass): forward {cast_in:.4e} input elements, backward {cast_grad:.4e} output-gradient elements, {} B each → fwd {}, bwd {}",
-            c.plan.precision.name(),
-            bytes / cast_in,
-            out.cast.0,
-            out.cast.1
-        )
+                "  {} casts (memory-bound, {kernels} kernel(s) per tensor, 4 tensors a pass): forward {cast_in:.4e} input elements, backward {cast_grad:.4e} output-gradient elements, {per_element} B each → fwd {}, bwd {}",
+                c.plan.precision.name(),
+                out.cast.0,
+                out.cast.1
+            )
         });
     }
     out
