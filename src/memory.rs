@@ -141,7 +141,13 @@ pub fn model_states(params: f64, opt: Optimizer, zero: u8, dp: u32) -> [f64; 3] 
 /// terms. The attention's Q, K, V and output are counted at their true widths, MLA's with
 /// its latents (`attention_terms`). Megatron-core's `recompute_modules`
 /// (`parallel::RecomputeModules`) drop what they rebuild: `layernorm` the norms' outputs
-/// (`R` loses `2q`), `mla_up_proj` MLA's Q, K and V, `moe_act` the experts' FC2 input.
+/// (`R` loses `2q`), `mla_up_proj` MLA's Q, K and V, `moe_act` the experts' FC2 input;
+/// the whole-submodule checkpoints keep their input only: `core_attn` drops the scores of
+/// unfused attention (`5·a·s/h`, as selective recomputation; fused attention keeps
+/// nothing beside its inputs and output, which the projection keeps anyway), `mlp` (dense
+/// layers) and `moe` (MoE layers) the MLP's split terms, the routed copies and the shared
+/// experts', keeping the norm's output in 16-bit (2 B for `q`), `shared_experts` the
+/// shared experts' terms.
 ///
 /// With LoRA (`plan.lora_rank > 0`) the base weights are frozen, and a frozen linear layer
 /// keeps no input: Transformer Engine saves a linear's input only when its weight needs a
@@ -174,8 +180,19 @@ pub fn layer_activation_bytes(m: &Transformer, plan: &Plan, dropout: bool) -> f6
     };
     let modules = plan.recompute_modules;
     let act_kept = !modules.has(RecomputeModules::MOE_ACT);
-    let mlp = mlp_term(m, m.f, m.top_k as f64, mlp_in, act_kept || m.experts <= 1);
-    let shared = mlp_term(m, m.shared_f, 1.0, mlp_in, true);
+    // A checkpointed MLP (`mlp` on a dense layer, `moe` on an MoE layer) keeps only its
+    // input, the norm's 16-bit output.
+    let ckpt = mlp_checkpointed(modules, m.experts > 1);
+    let mlp = if ckpt {
+        0.0
+    } else {
+        mlp_term(m, m.f, m.top_k as f64, mlp_in, act_kept || m.experts <= 1)
+    };
+    let shared = if ckpt || modules.has(RecomputeModules::SHARED_EXPERTS) {
+        0.0
+    } else {
+        mlp_term(m, m.shared_f, 1.0, mlp_in, true)
+    };
     let proj_in = if plan.lora_rank > 0 && plan.flash_attention {
         2.0
     } else if q < 2.0 && plan.flash_attention {
@@ -183,7 +200,10 @@ pub fn layer_activation_bytes(m: &Transformer, plan: &Plan, dropout: bool) -> f6
     } else {
         proj_kept
     };
-    let scores = if plan.flash_attention || plan.recompute == Recompute::Selective {
+    let scores = if plan.flash_attention
+        || plan.recompute == Recompute::Selective
+        || modules.has(RecomputeModules::CORE_ATTN)
+    {
         0.0
     } else {
         (if dropout { 5.0 } else { 2.0 }) * m.heads as f64 * s / h
@@ -202,8 +222,14 @@ pub fn layer_activation_bytes(m: &Transformer, plan: &Plan, dropout: bool) -> f6
         let x = (norm(q), attention, q);
         return sbh * hybrid_layer_terms(m, hy, plan, dropout, x, scores);
     }
-    let split = attention + mlp + shared + dispatched_input(m, plan, mlp_in);
-    let replicated = norm(qkv_in) + norm(mlp_in) + if dropout { 2.0 } else { 0.0 };
+    let dispatched = if ckpt {
+        0.0
+    } else {
+        dispatched_input(m, plan, mlp_in)
+    };
+    let split = attention + mlp + shared + dispatched;
+    let mlp_norm = if ckpt { norm(2.0) } else { norm(mlp_in) };
+    let replicated = norm(qkv_in) + mlp_norm + if dropout { 2.0 } else { 0.0 };
     sbh * (replicated / split_by(plan.sp) + latents + split / t + scores / t)
 }
 
@@ -365,23 +391,62 @@ fn hybrid_layer_terms(
     scores: f64,
 ) -> f64 {
     let t = plan.tp as f64;
-    let r1 = norm + if dropout { 1.0 } else { 0.0 };
-    let rep = r1 / if plan.sp { t } else { 1.0 };
+    let modules = plan.recompute_modules;
     let n = hy.counts;
+    let (ckpt_mlp, ckpt_moe) = (
+        mlp_checkpointed(modules, false),
+        mlp_checkpointed(modules, true),
+    );
+    // A checkpointed block keeps its input, the norm's 16-bit output, in place of the
+    // GEMM's `q`-byte copy: `+ (2 − q)` for each such layer (nothing with `layernorm`,
+    // which drops that output).
+    let norm16 = if modules.has(RecomputeModules::LAYERNORM) {
+        0.0
+    } else {
+        2.0 - q
+    };
+    let ckpt_layers = if ckpt_mlp { n.mlp } else { 0 } + if ckpt_moe { n.moe } else { 0 };
+    let r1 = norm + if dropout { 1.0 } else { 0.0 } + norm16 * ckpt_layers as f64 / m.layers as f64;
+    let rep = r1 / if plan.sp { t } else { 1.0 };
     let mamba = hy.mamba.map_or(0.0, |mb| mb.activation_bytes(1.0) / m.h);
+    let dense = if ckpt_mlp {
+        0.0
+    } else {
+        mlp_term(m, m.dense_f, 1.0, q, true)
+    };
+    let shared = if modules.has(RecomputeModules::SHARED_EXPERTS) {
+        0.0
+    } else {
+        mlp_term(m, m.shared_f, 1.0, q, true)
+    };
+    let moe = if ckpt_moe {
+        0.0
+    } else {
+        mlp_term(
+            m,
+            m.f,
+            m.top_k as f64,
+            q,
+            !modules.has(RecomputeModules::MOE_ACT),
+        ) + shared
+            + dispatched_input(m, plan, q)
+    };
     let split = n.attention as f64 * (attention + scores)
-        + n.mlp as f64 * mlp_term(m, m.dense_f, 1.0, q, true)
-        + n.moe as f64
-            * (mlp_term(
-                m,
-                m.f,
-                m.top_k as f64,
-                q,
-                !plan.recompute_modules.has(RecomputeModules::MOE_ACT),
-            ) + mlp_term(m, m.shared_f, 1.0, q, true)
-                + dispatched_input(m, plan, q))
+        + n.mlp as f64 * dense
+        + n.moe as f64 * moe
         + n.mamba as f64 * mamba;
     rep + split / t / m.layers as f64
+}
+
+/// Whether the MLP block of a dense (`moe` false) or MoE layer is checkpointed whole:
+/// `mlp` for dense layers, `moe` for MoE layers (Megatron-core applies `mlp` only where
+/// the layer is not an MoE layer).
+fn mlp_checkpointed(modules: RecomputeModules, moe: bool) -> bool {
+    modules.has(if moe {
+        RecomputeModules::MOE
+    } else {
+        RecomputeModules::MLP
+    })
 }
 
 /// Bytes per element of a linear layer's input saved for its weight-gradient GEMM: 2 in

@@ -812,20 +812,45 @@ impl Plan {
     }
 
     /// What Megatron-core accepts of `recompute_modules` (`TransformerConfig`
-    /// `__post_init__`): `mla_up_proj` only with MLA, `moe_act` only with MoE; full
-    /// recomputation already recomputes every module.
-    fn check_recompute_modules(&self, mla: bool, moe: bool) -> Result<()> {
+    /// `__post_init__`): `mla_up_proj` only with MLA, `moe_act` only with MoE, `moe` not
+    /// with the EP overlap (`overlap_moe_expert_parallel_comm`), `shared_experts` not with
+    /// the shared-expert overlap (absent here); full recomputation already recomputes every
+    /// module. Where Megatron-core silently skips a module no layer has (`mlp` in a model
+    /// without dense MLP layers, `moe` or `shared_experts` without MoE layers or shared
+    /// experts, `core_attn` without attention layers), this refuses it, as a misspelt plan;
+    /// `core_attn` beside `--recompute selective` would recompute the attention core twice.
+    fn check_recompute_modules(&self, t: &crate::model::Transformer) -> Result<()> {
+        use RecomputeModules as R;
         let r = self.recompute_modules;
-        let msg = if r == RecomputeModules::NONE {
+        let counts = t.hybrid.as_ref().map(|hy| hy.counts);
+        let dense_mlp = match counts {
+            Some(c) => c.mlp > 0,
+            None => t.experts <= 1 || t.dense_layers > 0,
+        };
+        let moe = t.experts > 1;
+        let attention = counts.is_none_or(|c| c.attention > 0);
+        let msg = if r == R::NONE {
             return Ok(());
         } else if self.recompute == Recompute::Full {
             "full recomputation already recomputes every module; use --recompute none or selective with --recompute-modules"
         } else if self.recompute == Recompute::Op {
             "per-op recomputation (--recompute op) already recomputes the norms and activations; use --recompute none or selective with --recompute-modules"
-        } else if r.has(RecomputeModules::MLA_UP_PROJ) && !mla {
+        } else if r.has(R::MLA_UP_PROJ) && t.attn.mla.is_none() {
             "mla_up_proj needs a model with multi-latent attention"
-        } else if r.has(RecomputeModules::MOE_ACT) && !moe {
+        } else if r.has(R::MOE_ACT) && !moe {
             "moe_act needs an MoE model"
+        } else if r.has(R::MOE) && !moe {
+            "moe needs an MoE model"
+        } else if r.has(R::MOE) && self.ep_overlap {
+            "moe cannot be recomputed with the EP overlap (Megatron-core: disable moe in recompute_modules when enabling overlap_moe_expert_parallel_comm)"
+        } else if r.has(R::SHARED_EXPERTS) && !(moe && t.shared_f > 0.0) {
+            "shared_experts needs an MoE model with shared experts"
+        } else if r.has(R::MLP) && !dense_mlp {
+            "mlp recomputes dense MLP layers, and this model has none (its MoE layers take moe)"
+        } else if r.has(R::CORE_ATTN) && !attention {
+            "core_attn needs a model with attention layers"
+        } else if r.has(R::CORE_ATTN) && self.recompute == Recompute::Selective {
+            "--recompute selective already recomputes the core attention; give core_attn with --recompute none"
         } else {
             return Ok(());
         };
@@ -869,7 +894,7 @@ impl Plan {
                         ),
                     ));
                 }
-                self.check_recompute_modules(t.attn.mla.is_some(), t.experts > 1)?;
+                self.check_recompute_modules(t)?;
                 context::check(self, t)?;
                 if !t.experts.is_multiple_of(self.ep) {
                     return Err(bad(

@@ -1094,6 +1094,190 @@ fn recompute_modules_time_by_hand() {
     assert!((got / want - 1.0).abs() < 1e-3, "{got} vs {want}");
 }
 
+/// The whole-submodule checkpoints of `--recompute-modules` (Megatron-core's `core_attn`,
+/// `mlp`, `moe`, `shared_experts`: the submodule's forward runs again before its backward),
+/// by hand on one sequence of 4096 (memory-bound at 3.35 TB/s × 0.7 plus 4 µs per kernel on
+/// an H100; GEMM times read from the explain lines of the same plan without the module):
+/// - `core_attn` on Llama 3 8B: the fused attention's forward again, 32 × (F/(989 TFLOP/s ·
+///   0.71 · 4096/(4096 + 768)) + 4 µs), F = 2·32·4096²·256·0.5;
+/// - `mlp` on Llama 3 8B: FC1 and FC2 forward plus SwiGLU (6 B per output element of
+///   14,336, one kernel) per layer; in FP8 with current scaling also the two inputs'
+///   quantization again (6 B per element in 2 kernels each: 4096·4096 and 4096·14,336);
+/// - `moe` on Qwen3-30B-A3B over EP 8: router, FC1 and FC2 of the 16 local experts, SwiGLU
+///   on 8 copies of 768 per token, the permute and unpermute (2 kernels), and the
+///   dispatch and combine again, which the EP communication shows: 48 × the explain line's
+///   all-to-all per pass more;
+/// - `shared_experts` on Llama 4 Scout: the shared expert's two GEMMs and its SwiGLU (6 B
+///   per element of 8192) in each of the 48 layers.
+#[test]
+fn whole_submodule_checkpoints_time_by_hand() {
+    let bw = 3.35e12 * 0.7;
+    let k = 4e-6;
+    let rec = |args: &[&str]| {
+        estimate_json(args)["time_breakdown"]["recompute_s"]
+            .as_f64()
+            .unwrap()
+    };
+    let with = |base: &[&'static str], extra: &'static str| {
+        let mut a = base.to_vec();
+        a.extend(["--recompute-modules", extra]);
+        a
+    };
+    let close = |got: f64, want: f64, what: &str| {
+        assert!((got / want - 1.0).abs() < 1e-3, "{what}: {got} vs {want}");
+    };
+    // core_attn: the attention core's forward, by the preset's formula.
+    let llama = cli(
+        "estimate --model llama3-8b --system dgx-h100 --gpus 1 --seq-len 4096 --global-batch 1 --precision bf16 --flash-attention",
+    );
+    let f = 2.0 * 32.0 * 4096.0 * 4096.0 * 256.0 * 0.5;
+    let attn = f / (989e12 * 0.71 * 4096.0 / (4096.0 + 768.0)) + k;
+    close(rec(&with(&llama, "core_attn")), 32.0 * attn, "core_attn");
+    // mlp: FC1 + FC2 forward and the activation.
+    let fwd_of =
+        |args: &[&str], needle: &str| common::micros(&explain_line(args, needle), "fwd ") * 1e-6;
+    let gemms = fwd_of(&llama, "GEMM MLP in") + fwd_of(&llama, "GEMM MLP out");
+    let act = 6.0 * 4096.0 * 14336.0 / bw + k;
+    close(rec(&with(&llama, "mlp")), 32.0 * (gemms + act), "mlp");
+    let fp8 = cli(
+        "estimate --model llama3-8b --system dgx-h100 --gpus 1 --seq-len 4096 --global-batch 1 --precision fp8 --fp8-recipe current --flash-attention",
+    );
+    let gemms8 = fwd_of(&fp8, "GEMM MLP in") + fwd_of(&fp8, "GEMM MLP out");
+    let casts =
+        (6.0 * 4096.0 * 14336.0 + 6.0 * (4096.0 * 4096.0 + 4096.0 * 14336.0)) / bw + 5.0 * k;
+    close(
+        rec(&with(&fp8, "mlp")),
+        32.0 * (gemms8 + casts),
+        "mlp in FP8",
+    );
+    // moe: the whole MoE layer again, its all-to-alls exposed in the EP communication.
+    let qwen = cli(
+        "estimate --model qwen3-30b-a3b --system dgx-h100 --gpus 8 --ep 8 --etp 1 --seq-len 4096 --global-batch 8 --precision bf16 --flash-attention",
+    );
+    let moe_gemms =
+        fwd_of(&qwen, "GEMM router") + fwd_of(&qwen, "GEMM MLP in") + fwd_of(&qwen, "GEMM MLP out");
+    let perm = 6.0 * 8.0 * 4096.0 * 2048.0 + 2.0 * 4096.0 * 2048.0;
+    let moe_mem = (6.0 * 4096.0 * 768.0 * 8.0 + perm) / bw + 3.0 * k;
+    close(
+        rec(&with(&qwen, "moe")),
+        48.0 * (moe_gemms + moe_mem),
+        "moe",
+    );
+    // "EP all-to-all 641.6 us per pass": the dispatch and combine of one pass.
+    let line = explain_line(&qwen, "EP all-to-all");
+    let a2a = line.split("EP all-to-all ").nth(1).unwrap();
+    let a2a = a2a.split(" per pass").next().unwrap();
+    let a2a = common::micros(&format!("a = {a2a}"), "a ") * 1e-6;
+    let ep = |args: &[&str]| {
+        estimate_json(args)["time_breakdown"]["communication"]["ep"]["exposed_s"]
+            .as_f64()
+            .unwrap()
+    };
+    close(
+        ep(&with(&qwen, "moe")) - ep(&qwen),
+        48.0 * a2a,
+        "moe's all-to-alls",
+    );
+    // shared_experts: the shared expert alone.
+    let scout = cli(
+        "estimate --model llama4-scout --system dgx-h100 --gpus 8 --ep 8 --etp 1 --seq-len 4096 --global-batch 8 --precision bf16 --flash-attention",
+    );
+    let shared = fwd_of(&scout, "GEMM shared MLP in") + fwd_of(&scout, "GEMM shared MLP out");
+    let shared_act = 6.0 * 4096.0 * 8192.0 / bw + k;
+    close(
+        rec(&with(&scout, "shared_experts")),
+        48.0 * (shared + shared_act),
+        "shared_experts",
+    );
+}
+
+/// What the whole-submodule checkpoints keep, by hand (bytes per layer on one sequence of
+/// 4096, micro-batch 1, one micro-batch in flight):
+/// - `core_attn` without fused attention drops Llama 3 8B's scores, 2·a·s² = 2·32·4096²
+///   (no dropout), as selective recomputation does;
+/// - `mlp` drops the MLP's FC1 output and FC2 input, `(4 + q)·s·f` (SwiGLU): 6·4096·14,336
+///   in BF16; in FP8 5·4096·14,336, while the norm's output, the checkpoint's input, is
+///   kept in 16-bit instead of FP8: − 4096·4096;
+/// - `moe` drops Qwen3-30B-A3B's experts' terms and routed copies, `s·k·(6·f + 2·h)` =
+///   4096·8·(6·768 + 2·2048);
+/// - `shared_experts` drops Llama 4 Scout's shared expert, 6·4096·8192.
+#[test]
+fn whole_submodule_checkpoints_memory_by_hand() {
+    let act = |line: &str, modules: &str| {
+        let mut a: Vec<&str> = line.split_whitespace().collect();
+        a.extend(["--recompute-modules", modules]);
+        estimate_json(&a)["memory_breakdown"]["activations_bytes"]
+            .as_f64()
+            .unwrap()
+    };
+    let drop = |line: &str, modules: &str| act(line, "none") - act(line, modules);
+    let close = |got: f64, want: f64, what: &str| {
+        assert!((got / want - 1.0).abs() < 1e-9, "{what}: {got} vs {want}");
+    };
+    let unfused = "estimate --model llama3-8b --system dgx-h100 --gpus 1 --seq-len 4096 --global-batch 1 --precision bf16 --flash-attention false";
+    close(
+        drop(unfused, "core_attn"),
+        32.0 * 2.0 * 32.0 * 4096.0 * 4096.0,
+        "core_attn",
+    );
+    let mut sel: Vec<&str> = unfused.split_whitespace().collect();
+    sel.extend(["--recompute", "selective"]);
+    let selective = estimate_json(&sel)["memory_breakdown"]["activations_bytes"]
+        .as_f64()
+        .unwrap();
+    close(
+        act(unfused, "core_attn"),
+        selective,
+        "core_attn against selective",
+    );
+    let bf16 = "estimate --model llama3-8b --system dgx-h100 --gpus 1 --seq-len 4096 --global-batch 1 --precision bf16 --flash-attention";
+    close(drop(bf16, "mlp"), 32.0 * 6.0 * 4096.0 * 14336.0, "mlp");
+    let fp8 = "estimate --model llama3-8b --system dgx-h100 --gpus 1 --seq-len 4096 --global-batch 1 --precision fp8 --fp8-recipe current --flash-attention";
+    close(
+        drop(fp8, "mlp"),
+        32.0 * (5.0 * 4096.0 * 14336.0 - 4096.0 * 4096.0),
+        "mlp in FP8",
+    );
+    let qwen = "estimate --model qwen3-30b-a3b --system dgx-h100 --gpus 8 --ep 8 --etp 1 --seq-len 4096 --global-batch 8 --precision bf16 --flash-attention";
+    close(
+        drop(qwen, "moe"),
+        48.0 * 4096.0 * 8.0 * (6.0 * 768.0 + 2.0 * 2048.0),
+        "moe",
+    );
+    let scout = "estimate --model llama4-scout --system dgx-h100 --gpus 8 --ep 8 --etp 1 --seq-len 4096 --global-batch 8 --precision bf16 --flash-attention";
+    close(
+        drop(scout, "shared_experts"),
+        48.0 * 6.0 * 4096.0 * 8192.0,
+        "shared_experts",
+    );
+}
+
+/// The hardware FLOPs count the checkpointed submodules' forwards: Llama 3 8B's MLP with
+/// `mlp`, `2·3·h·f` per token and layer (32·2·3·4096·14,336 per token), and its attention
+/// core with `core_attn`, `2·s·a·(d_qk + d_v)` = 2·4096·32·256 per token and layer.
+#[test]
+fn whole_submodule_checkpoints_count_in_the_hardware_flops() {
+    let extra = |modules: &str| {
+        let mut a = cli(
+            "estimate --model llama3-8b --system dgx-h100 --gpus 1 --seq-len 4096 --global-batch 1 --precision bf16 --flash-attention",
+        );
+        a.extend(["--recompute-modules", modules]);
+        let d = estimate_json(&a);
+        let model = d["model_flops_per_iteration"].as_f64().unwrap();
+        model * (d["hfu"].as_f64().unwrap() / d["mfu"].as_f64().unwrap() - 1.0)
+    };
+    let tokens = 4096.0;
+    let mlp = 32.0 * 2.0 * 3.0 * 4096.0 * 14336.0 * tokens;
+    let core = 32.0 * 2.0 * 4096.0 * 32.0 * 256.0 * tokens;
+    assert!((extra("mlp") / mlp - 1.0).abs() < 1e-9, "{}", extra("mlp"));
+    assert!(
+        (extra("core_attn") / core - 1.0).abs() < 1e-9,
+        "{}",
+        extra("core_attn")
+    );
+    assert!((extra("mlp,core_attn") / (mlp + core) - 1.0).abs() < 1e-9);
+}
+
 /// `--recompute-modules` takes Megatron-core's names and what Megatron-core accepts of
 /// them; the plan shows them.
 #[test]
@@ -1130,6 +1314,35 @@ fn recompute_modules_are_checked_and_shown() {
         ),
         "mla_up_proj needs a model with multi-latent attention",
     );
+    // Where a module has nothing to recompute, or Megatron-core refuses it.
+    for (line, msg) in [
+        (
+            "estimate --model llama3-8b --system dgx-h100 --gpus 8 --recompute-modules moe",
+            "moe needs an MoE model",
+        ),
+        (
+            "estimate --model qwen3-30b-a3b --system dgx-h100 --gpus 8 --ep 8 --ep-overlap true --recompute-modules moe",
+            "moe cannot be recomputed with the EP overlap",
+        ),
+        (
+            "estimate --model qwen3-30b-a3b --system dgx-h100 --gpus 8 --ep 8 --recompute-modules shared_experts",
+            "shared_experts needs an MoE model with shared experts",
+        ),
+        (
+            "estimate --model qwen3-30b-a3b --system dgx-h100 --gpus 8 --ep 8 --recompute-modules mlp",
+            "mlp recomputes dense MLP layers, and this model has none",
+        ),
+        (
+            "estimate --model llama3-8b --system dgx-h100 --gpus 8 --recompute selective --recompute-modules core_attn",
+            "--recompute selective already recomputes the core attention",
+        ),
+    ] {
+        common::usage_error(&cli(line), msg);
+    }
+    // DeepSeek-V3's three dense layers take `mlp`, as NVIDIA's H100 recipe sets it.
+    estimate_json(&cli(
+        "estimate --model deepseek-v3 --system dgx-h100 --gpus 64 --ep 64 --etp 1 --global-batch 64 --recompute-modules mla_up_proj,mlp",
+    ));
     let table = common::bin()
         .args(args(&with("--recompute-modules layernorm")))
         .output()

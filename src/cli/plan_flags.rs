@@ -112,7 +112,9 @@ pub struct PlanFlags {
     #[arg(long)]
     pub recompute: Option<String>,
     /// Submodules recomputed in the backward (Megatron-core --recompute-modules): none or a
-    /// comma list of layernorm, mla_up_proj, moe_act.
+    /// comma list of layernorm, mla_up_proj, moe_act (outputs discarded and rebuilt), mlp,
+    /// moe, shared_experts, core_attn (checkpointed whole: dense MLPs, MoE layers, shared
+    /// experts, the attention core).
     #[arg(long, value_name = "LIST")]
     pub recompute_modules: Option<String>,
     /// ZeRO stage 0–3 (1 = distributed optimizer, 3 = FSDP) (default: 1).

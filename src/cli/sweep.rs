@@ -113,7 +113,7 @@ pub struct SweepArgs {
     /// Layer parts captured as CUDA graphs in every plan: none, full or scope names (see `estimate --help`).
     #[arg(long, value_name = "SCOPES")]
     pub cuda_graphs: Option<String>,
-    /// Submodules recomputed in every plan without full recomputation: none or a comma list of layernorm, mla_up_proj, moe_act (see `estimate --help`).
+    /// Submodules recomputed in every plan without full recomputation: none or a comma list of layernorm, mla_up_proj, moe_act, mlp, moe, shared_experts, core_attn (see `estimate --help`).
     #[arg(long, value_name = "LIST")]
     pub recompute_modules: Option<String>,
     /// Memory set aside per device in every plan, e.g. 4GiB (default: the device's, 1.5 GiB + 3% of HBM; see `estimate --help`).

@@ -911,7 +911,8 @@ fn forward_backward(chunk: &Block) -> (Seconds, Seconds) {
 /// (model, hardware) FLOPs per iteration: `3 · F_fwd/token · B · s` (`2 ·` with LoRA,
 /// whose frozen weights have no weight gradient); hardware adds the
 /// recomputed forward (full: the layers' forward; selective: the attention core; op: every
-/// second matmul of each layer).
+/// second matmul of each layer; the recompute modules' GEMMs: MLA's up-projections, the
+/// attention core, the dense MLPs, the MoE blocks, the shared experts).
 fn flops(m: &Transformer, plan: &Plan) -> (f64, f64) {
     let tokens = plan.global_batch as f64 * m.s;
     // LoRA: forward and data gradient only (frozen weights have no weight gradient).
@@ -941,6 +942,17 @@ fn flops(m: &Transformer, plan: &Plan) -> (f64, f64) {
         } else {
             0.0
         };
+    // The whole-submodule checkpoints' forwards (`core_attn`, `mlp`, `moe`,
+    // `shared_experts`).
+    use crate::parallel::RecomputeModules as R;
+    let r = plan.recompute_modules;
+    let [dense, moe, shared] = m.mlp_block_flops();
+    let on = |x: R| if r.has(x) { 1.0 } else { 0.0 };
+    let extra = extra
+        + on(R::CORE_ATTN) * m.layers as f64 * m.attention_core_flops_per_token()
+        + on(R::MLP) * dense
+        + on(R::MOE) * moe
+        + on(R::SHARED_EXPERTS) * shared;
     (model, model + extra * tokens)
 }
 

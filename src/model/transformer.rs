@@ -577,6 +577,32 @@ impl Transformer {
         self.top_k as f64 * g * self.eh * self.f + g * self.h * self.shared_f + latent
     }
 
+    /// Forward FLOPs per token, summed over the layers, of the blocks a whole-MLP checkpoint
+    /// runs again: (the dense layers' MLPs `L_d·2·w(h, f_d)`, the MoE layers' blocks with
+    /// their router `L_E·2·(k·w(eh, f) + w(h, f_shared) + 2·h·ℓ + h·E)`, their shared
+    /// experts `L_E·2·w(h, f_shared)`), with `w` as in [`Self::moe_matmul_params`]; `L_d` is
+    /// every layer of a dense model, the first `dense_layers` of an MoE one, a hybrid's `-`
+    /// layers, and `L_E` the rest or a hybrid's `E` layers. MTP modules are not counted.
+    pub fn mlp_block_flops(&self) -> [f64; 3] {
+        let g = if self.gated { 3.0 } else { 2.0 };
+        let (dense, moe) = match &self.hybrid {
+            Some(hy) => (hy.counts.mlp, hy.counts.moe),
+            None if self.experts <= 1 => (self.layers, 0),
+            None => (self.dense_layers, self.layers - self.dense_layers),
+        };
+        let dense_f = if self.experts <= 1 && self.hybrid.is_none() {
+            self.f
+        } else {
+            self.dense_f
+        };
+        let router = self.h * self.experts as f64;
+        [
+            dense as f64 * 2.0 * g * self.h * dense_f,
+            moe as f64 * 2.0 * (self.moe_matmul_params() + router),
+            moe as f64 * 2.0 * g * self.h * self.shared_f,
+        ]
+    }
+
     /// Model FLOPs of one forward pass per token (no recomputation):
     /// `Σ_layers (2·P_matmul + core) + 2·V·h`, core = `2·s·a·(d_qk + d_v)` (QKᵀ and
     /// attention·V). For dense GPT this is `24·L·h² + 4·L·s·h + 2·V·h`, i.e. one third of

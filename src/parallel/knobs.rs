@@ -297,18 +297,29 @@ impl std::fmt::Display for CudaGraphs {
 }
 
 /// The submodules Megatron-core recomputes in the backward under selective recomputation
-/// (`--recompute-modules`, `TransformerConfig.recompute_modules`), beside the core
-/// attention that `Recompute::Selective` stands for. Each discards a tensor after its
-/// consumer's forward and rebuilds it before that consumer's backward (output-discarding
-/// checkpointing, `CheckpointWithoutOutput`):
+/// (`--recompute-modules`, `TransformerConfig.recompute_modules`; its docstring names the
+/// choices), beside the core attention that `Recompute::Selective` stands for. Four
+/// discard a tensor after its consumer's forward and rebuild it before that consumer's
+/// backward (output-discarding checkpointing, `CheckpointWithoutOutput`):
 /// - `layernorm`: the outputs of the two pre-norms (`input_layernorm`,
 ///   `pre_mlp_layernorm`), the inputs of the QKV (or MLA down-) projections and of FC1;
 /// - `mla_up_proj`: MLA's query, key and value, rebuilt from the latents by the
 ///   up-projections and the rotary embedding (`qkv_up_proj_and_rope_apply`);
 /// - `moe_act`: the routed experts' activation output, the input of their FC2.
 ///
-/// DeepSeek-V3 trained with the same three (DeepSeek-AI 2024, §3.3.2: recomputation of
-/// RMSNorm and the MLA up-projections, and of the SwiGLU output in the MoE).
+/// Four checkpoint a whole submodule (`tensor_parallel.checkpoint`: its forward runs
+/// without keeping anything but its input, and runs again before its backward):
+/// - `core_attn`: the attention core (`Attention._checkpointed_attention_forward`, taken
+///   whatever the kernel: Megatron-core warns that fused attention has little to gain);
+/// - `mlp`: a dense layer's MLP (`TransformerLayer.recompute_mlp`, not on MoE layers);
+/// - `moe`: an MoE layer whole, router, dispatch, experts and combine
+///   (`MoELayer.moe_layer_recompute`);
+/// - `shared_experts`: an MoE layer's shared experts (`MoELayer.shared_experts_recompute`).
+///
+/// DeepSeek-V3 trained with the first three (DeepSeek-AI 2024, §3.3.2: recomputation of
+/// RMSNorm and the MLA up-projections, and of the SwiGLU output in the MoE); NVIDIA's
+/// recipes add the others (Megatron-Bridge `perf_recipes`: DeepSeek-V3 on H100
+/// `mla_up_proj, mlp`; Nemotron 3 Super on H100 `layernorm, moe_act, moe, core_attn`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(try_from = "String", into = "String")]
 pub struct RecomputeModules(u8);
@@ -320,13 +331,25 @@ impl RecomputeModules {
     pub const MLA_UP_PROJ: RecomputeModules = RecomputeModules(2);
     /// The routed experts' activation function.
     pub const MOE_ACT: RecomputeModules = RecomputeModules(4);
+    /// A dense layer's MLP, checkpointed whole.
+    pub const MLP: RecomputeModules = RecomputeModules(8);
+    /// An MoE layer, checkpointed whole.
+    pub const MOE: RecomputeModules = RecomputeModules(16);
+    /// An MoE layer's shared experts, checkpointed whole.
+    pub const SHARED_EXPERTS: RecomputeModules = RecomputeModules(32);
+    /// The attention core, checkpointed whole.
+    pub const CORE_ATTN: RecomputeModules = RecomputeModules(64);
     /// None.
     pub const NONE: RecomputeModules = RecomputeModules(0);
     /// Module names as Megatron-core spells them, with their bits.
-    pub const MODULES: [(&'static str, RecomputeModules); 3] = [
+    pub const MODULES: [(&'static str, RecomputeModules); 7] = [
         ("layernorm", RecomputeModules::LAYERNORM),
         ("mla_up_proj", RecomputeModules::MLA_UP_PROJ),
         ("moe_act", RecomputeModules::MOE_ACT),
+        ("mlp", RecomputeModules::MLP),
+        ("moe", RecomputeModules::MOE),
+        ("shared_experts", RecomputeModules::SHARED_EXPERTS),
+        ("core_attn", RecomputeModules::CORE_ATTN),
     ];
     /// Whether `m` is recomputed.
     pub fn has(self, m: RecomputeModules) -> bool {
@@ -404,7 +427,7 @@ mod tests {
     fn sets_print_as_the_lists_they_parse_from() {
         // What tables and CSV print for a CUDA graph capture or a set of recomputed
         // modules is the comma list that flag takes, in the scopes' order, and parses back
-        // to the same set: every one of the 64 captures and 8 module sets.
+        // to the same set: every one of the 64 captures and 128 module sets.
         let cg = |s: &str| CudaGraphs::parse(s).unwrap();
         assert_eq!(CudaGraphs::NONE.to_string(), "none");
         assert_eq!(CudaGraphs::FULL.to_string(), "full");
@@ -420,7 +443,7 @@ mod tests {
         let rm = |s: &str| RecomputeModules::parse(s).unwrap();
         assert_eq!(RecomputeModules::NONE.to_string(), "none");
         assert_eq!(rm("moe_act,layernorm").to_string(), "layernorm,moe_act");
-        for bits in 0..=7u8 {
+        for bits in 0..=127u8 {
             let m = RecomputeModules(bits);
             assert_eq!(rm(&m.to_string()), m, "{bits}");
             assert_eq!(String::from(m), m.to_string());

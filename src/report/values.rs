@@ -50,7 +50,7 @@ pub struct PlanValue {
     /// Activation recomputation: "none", "selective", "full" or "op".
     pub recompute: String,
     /// Submodules recomputed besides: "none" or a comma list (layernorm, mla_up_proj,
-    /// moe_act).
+    /// moe_act, mlp, moe, shared_experts, core_attn).
     pub recompute_modules: String,
     /// ZeRO stage 0–3 (1 = distributed optimizer, 3 = FSDP).
     pub zero: u8,

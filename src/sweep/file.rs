@@ -123,7 +123,7 @@ pub struct AxesFile {
     /// CUDA-graph-captured parts in every plan: "none", "full" or scope names (a setting).
     pub cuda_graphs: Option<String>,
     /// Submodules recomputed in every plan without full recomputation: "none" or a comma
-    /// list of layernorm, mla_up_proj, moe_act (a setting).
+    /// list of layernorm, mla_up_proj, moe_act, mlp, moe, shared_experts, core_attn (a setting).
     pub recompute_modules: Option<String>,
     /// Memory reserve per device in every plan, e.g. "4GiB" (a setting).
     pub memory_reserve: Option<String>,

@@ -29,6 +29,11 @@ pub(super) struct Linears {
     pub(super) wgrad: [Seconds; 4],
     pub(super) router: (Seconds, Seconds),
     pub(super) cast: (Seconds, Seconds),
+    /// The shared experts' forward GEMMs (in `fwd[2..4]` too).
+    pub(super) shared_fwd: Seconds,
+    /// Input elements the MLP's forward GEMMs quantize (experts, shared, latent):
+    /// (all, shared experts').
+    pub(super) mlp_cast_in: (f64, f64),
 }
 
 impl Linears {
@@ -96,6 +101,8 @@ pub(super) fn linears<T: Trace>(c: &Ctx, tr: &mut T) -> Linears {
         wgrad: [z; 4],
         router: (z, z),
         cast: (z, z),
+        shared_fwd: z,
+        mlp_cast_in: (0.0, 0.0),
     };
     if c.speedup > 1.0 {
         tr.line(|| {
@@ -129,6 +136,12 @@ pub(super) fn linears<T: Trace>(c: &Ctx, tr: &mut T) -> Linears {
         } else {
             cast_in += mm * k * batch;
             cast_grad += mm * n * batch;
+            if group >= 2 {
+                out.mlp_cast_in.0 += mm * k * batch;
+            }
+            if i == 8 || i == 9 {
+                out.mlp_cast_in.1 += mm * k * batch;
+            }
             let (tf, dg, wg) = if i == 5 || i == 6 {
                 // Routed experts: `batch` local experts' GEMMs.
                 (
@@ -152,6 +165,9 @@ pub(super) fn linears<T: Trace>(c: &Ctx, tr: &mut T) -> Linears {
             }
         };
         let tb = dg + wg;
+        if i == 8 || i == 9 {
+            out.shared_fwd += tf;
+        }
         if group == 4 {
             out.router = (tf, tb);
         } else {
@@ -560,53 +576,129 @@ fn op_recompute<T: Trace>(c: &Ctx, lin: &Linears, fwd: &Pass, tr: &mut T) -> Res
     })
 }
 
+/// What a layer's forward spent, for the submodules `plan.recompute_modules` runs again.
+struct Redo<'a> {
+    lin: &'a Linears,
+    /// The attention core's forward.
+    att_f: Seconds,
+    /// The activation's forward bytes per output element (SwiGLU 6, plain 4).
+    act_per: f64,
+    /// The permute and unpermute: bytes and kernels per pass.
+    perm: (f64, f64),
+    /// The dispatch and combine all-to-alls of one pass, and their bytes.
+    ep: (Seconds, f64),
+}
+
 /// The forwards that `plan.recompute_modules` runs again in the backward (Megatron-core
-/// output-discarding checkpoints, `parallel::RecomputeModules`): GEMM and memory-bound
-/// time per micro-batch.
+/// checkpoints, `parallel::RecomputeModules`) per micro-batch: GEMMs, memory-bound time
+/// and, for `moe`, the all-to-alls, as a recompute pass.
 /// - `layernorm`: the block's pre-norms, read the input and write the output (2 + 2 B per
 ///   element of the replicated stream), one kernel each;
 /// - `mla_up_proj`: MLA's up-projection GEMMs (`Attention::up_projections`) and the
 ///   rotary embedding on the query and key (read + write 2 B per element, two kernels);
 /// - `moe_act`: the routed experts' activation (SwiGLU reads `2f` and writes `f` 16-bit
-///   elements per copy, 6 B per output element; a plain activation 4), one kernel.
+///   elements per copy, 6 B per output element; a plain activation 4), one kernel;
+/// - `core_attn`: the attention core's forward, whatever the kernel;
+/// - `mlp` (dense layers): FC1 and FC2 forward, the activation (one kernel) and, in 8 or
+///   4 bits, the quantization of their two inputs;
+/// - `moe` (MoE layers): the router GEMM, the experts' (and shared experts' and latent
+///   projections') forward GEMMs and input quantization, the activation, the permute and
+///   unpermute, and the dispatch and combine all-to-alls again, exposed (Megatron-core
+///   refuses `moe` beside the EP overlap);
+/// - `shared_experts`: the shared experts' two GEMMs, their activation and input
+///   quantization.
+///
+/// The TP/SP collectives inside a recomputed MLP or MoE layer are not counted again.
 fn module_recompute<T: Trace>(
     c: &Ctx,
-    attn_on: bool,
-    mlp_on: bool,
+    (attn_on, mlp_on): (bool, bool),
     halves: f64,
+    redo: &Redo,
     tr: &mut T,
-) -> (Seconds, Seconds) {
+) -> Pass {
     use crate::parallel::RecomputeModules as R;
     let (m, r) = (c.m, c.plan.recompute_modules);
     if r == R::NONE {
-        return (Seconds::ZERO, Seconds::ZERO);
+        return Pass::default();
     }
+    let t = c.plan.tp as f64;
+    let moe = m.experts > 1;
     let mut gemm = Seconds::ZERO;
     let (mut bytes, mut kernels) = (0.0, 0.0);
+    let (mut ep, mut ep_bytes) = (Seconds::ZERO, 0.0);
+    // Quantizing `el` input elements of `tensors` GEMM inputs again.
+    let (per_element, per_tensor) =
+        lowp::cast(c.plan.precision, c.plan.fp8_recipe, c.any_layout(), 1.0);
+    let recast = |el: f64, tensors: f64, bytes: &mut f64, kernels: &mut f64| {
+        if per_element > 0.0 && el > 0.0 {
+            *bytes += per_element * el;
+            *kernels += per_tensor * tensors;
+        }
+    };
     if r.has(R::LAYERNORM) {
         bytes += 4.0 * c.rep * halves;
         kernels += halves;
     }
     if r.has(R::MLA_UP_PROJ) && attn_on {
-        for (n, k) in m.attn.up_projections(m.h, c.plan.tp as f64) {
+        for (n, k) in m.attn.up_projections(m.h, t) {
             gemm += c.gemm(c.tokens, n, k, 1.0);
         }
-        bytes += 4.0 * c.tokens * m.attn.rope_width(c.plan.tp as f64);
+        bytes += 4.0 * c.tokens * m.attn.rope_width(t);
         kernels += 2.0;
     }
-    if r.has(R::MOE_ACT) && mlp_on && m.experts > 1 {
+    if r.has(R::MOE_ACT) && mlp_on && moe {
         let per = if m.gated { 6.0 } else { 4.0 };
         // A rank runs `etp/t` of the tokens' copies on `f/etp` of each expert's width.
-        bytes += per * c.tokens * m.f * m.top_k as f64 / c.plan.tp as f64;
+        bytes += per * c.tokens * m.f * m.top_k as f64 / t;
         kernels += 1.0;
+    }
+    if r.has(R::CORE_ATTN) && attn_on {
+        gemm += redo.att_f;
+    }
+    let lin = redo.lin;
+    let whole_mlp = mlp_on && r.has(if moe { R::MOE } else { R::MLP });
+    if whole_mlp {
+        gemm += lin.fwd[2] + lin.fwd[3];
+        let width = m.f * m.top_k as f64 + m.shared_f;
+        bytes += redo.act_per * c.tokens * width / t;
+        kernels += 1.0;
+        let inputs = if moe {
+            2.0 * (1.0 + f64::from(m.shared_f > 0.0) + f64::from(m.latent_params > 0.0))
+        } else {
+            2.0
+        };
+        recast(lin.mlp_cast_in.0, inputs, &mut bytes, &mut kernels);
+        if moe {
+            gemm += lin.router.0;
+            bytes += redo.perm.0;
+            kernels += redo.perm.1;
+            (ep, ep_bytes) = redo.ep;
+        }
+    }
+    if r.has(R::SHARED_EXPERTS) && mlp_on && moe && m.shared_f > 0.0 {
+        gemm += lin.shared_fwd;
+        bytes += redo.act_per * c.tokens * m.shared_f / t;
+        kernels += 1.0;
+        recast(lin.mlp_cast_in.1, 2.0, &mut bytes, &mut kernels);
     }
     let mem = c.mem(bytes, kernels);
     tr.line(|| {
+        let a2a = if ep > Seconds::ZERO {
+            format!("; the dispatch and combine again {ep}")
+        } else {
+            String::new()
+        };
         format!(
-            "  recompute-modules {r}: GEMMs {gemm}, memory-bound {bytes:.4e} B in {kernels} kernels → {mem}"
+            "  recompute-modules {r}: GEMMs {gemm}, memory-bound {bytes:.4e} B in {kernels} kernels → {mem}{a2a}"
         )
     });
-    (gemm, mem)
+    Pass {
+        gemm,
+        mem,
+        ep,
+        ep_bytes,
+        ..Pass::default()
+    }
 }
 
 /// The memory-bound kernels of a Mamba mixer per pass (forward, backward); none for
@@ -860,10 +952,19 @@ pub(super) fn layer<T: Trace>(c: &Ctx, tr: &mut T) -> Result<(Block, TpLinks)> {
             ..Pass::default()
         },
     };
-    let (mod_gemm, mod_mem) = module_recompute(c, attn_on, mlp_on, halves, tr);
+    let redo = Redo {
+        lin: &lin,
+        att_f,
+        act_per: act_f,
+        perm: (perm, perm_k),
+        ep: (ep1, ep_b1),
+    };
+    let modules = module_recompute(c, (attn_on, mlp_on), halves, &redo, tr);
     let rec = Pass {
-        gemm: rec.gemm + mod_gemm,
-        mem: rec.mem + mod_mem,
+        gemm: rec.gemm + modules.gemm,
+        mem: rec.mem + modules.mem,
+        ep: rec.ep + modules.ep,
+        ep_bytes: rec.ep_bytes + modules.ep_bytes,
         ..rec
     };
     tr.line(|| {
