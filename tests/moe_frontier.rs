@@ -1189,6 +1189,18 @@ fn whole_submodule_checkpoints_time_by_hand() {
         48.0 * (shared + shared_act),
         "shared_experts",
     );
+    // mlp in a hybrid: Nemotron-H 8B's 24 `-` layers, squared ReLU (4 B per element of
+    // 21,504: read and write 2 B).
+    let h8 = cli(
+        "estimate --model nemotron-h-8b --system dgx-h100 --gpus 1 --seq-len 4096 --global-batch 1 --precision bf16 --flash-attention",
+    );
+    let h8_gemms = fwd_of(&h8, "GEMM MLP in") + fwd_of(&h8, "GEMM MLP out");
+    let h8_act = 4.0 * 4096.0 * 21504.0 / bw + k;
+    close(
+        rec(&with(&h8, "mlp")),
+        24.0 * (h8_gemms + h8_act),
+        "mlp in a hybrid",
+    );
 }
 
 /// What the whole-submodule checkpoints keep, by hand (bytes per layer on one sequence of
@@ -1278,6 +1290,106 @@ fn whole_submodule_checkpoints_count_in_the_hardware_flops() {
     assert!((extra("mlp,core_attn") / (mlp + core) - 1.0).abs() < 1e-9);
 }
 
+/// The whole-submodule checkpoints in hybrid models, by hand (bytes over the layers of one
+/// sequence of 4096 on one GPU, BF16 unless said; squared-ReLU MLPs keep `(2 + q)·f` per
+/// token, `4·f` in BF16):
+/// - Nemotron-H 8B's 24 `-` layers with `mlp`: 24·4096·4·21,504; in FP8 24·4096·(3·21,504 −
+///   4096) (the norm's output kept in 16-bit, 1 B more per element than its FP8 copy);
+/// - its 4 attention layers without fused attention, `core_attn`: the scores, 4·2·32·4096²;
+/// - Nemotron 3 Nano's 23 `E` layers with `moe`: each token's 6 copies (`4·1856` each and
+///   the 2-byte routed input of 2688), and its shared expert of 3712: 23·4096·(6·(4·1856 +
+///   2·2688) + 4·3712); with `shared_experts` the shared expert alone, 23·4096·4·3712.
+#[test]
+fn whole_submodule_checkpoints_in_hybrid_models_by_hand() {
+    let act = |line: &str, modules: &str| {
+        let mut a: Vec<&str> = line.split_whitespace().collect();
+        a.extend(["--recompute-modules", modules]);
+        estimate_json(&a)["memory_breakdown"]["activations_bytes"]
+            .as_f64()
+            .unwrap()
+    };
+    let drop = |line: &str, modules: &str| act(line, "none") - act(line, modules);
+    let close = |got: f64, want: f64, what: &str| {
+        assert!((got / want - 1.0).abs() < 1e-9, "{what}: {got} vs {want}");
+    };
+    let h8 = "estimate --model nemotron-h-8b --system dgx-h100 --gpus 1 --seq-len 4096 --global-batch 1 --precision bf16 --flash-attention";
+    close(drop(h8, "mlp"), 24.0 * 4096.0 * 4.0 * 21504.0, "mlp");
+    let h8_fp8 = "estimate --model nemotron-h-8b --system dgx-h100 --gpus 1 --seq-len 4096 --global-batch 1 --precision fp8 --fp8-recipe current --flash-attention";
+    close(
+        drop(h8_fp8, "mlp"),
+        24.0 * 4096.0 * (3.0 * 21504.0 - 4096.0),
+        "mlp in FP8",
+    );
+    let h8_unfused = "estimate --model nemotron-h-8b --system dgx-h100 --gpus 1 --seq-len 4096 --global-batch 1 --precision bf16 --flash-attention false";
+    close(
+        drop(h8_unfused, "core_attn"),
+        4.0 * 2.0 * 32.0 * 4096.0 * 4096.0,
+        "core_attn",
+    );
+    let nano = "estimate --model nemotron-3-nano-30b-a3b --system dgx-h100 --gpus 1 --seq-len 4096 --global-batch 1 --precision bf16 --flash-attention";
+    close(
+        drop(nano, "moe"),
+        23.0 * 4096.0 * (6.0 * (4.0 * 1856.0 + 2.0 * 2688.0) + 4.0 * 3712.0),
+        "moe",
+    );
+    close(
+        drop(nano, "shared_experts"),
+        23.0 * 4096.0 * 4.0 * 3712.0,
+        "shared_experts",
+    );
+}
+
+/// The hardware FLOPs of the MLP checkpoints per token, by hand (`2·w` for each layer's
+/// block, `w = 3·h·f` gated, `2·h·f` squared ReLU):
+/// - `moe`, Qwen3-30B-A3B: 48·2·(8·3·2048·768 + 2048·128) (the router's GEMM counted);
+/// - `shared_experts`, Llama 4 Scout: 48·2·3·5120·8192;
+/// - `mlp`, DeepSeek-V3's 3 dense layers: 3·2·3·7168·18,432;
+/// - `mlp`, Nemotron-H 8B's 24 `-` layers: 24·2·2·4096·21,504;
+/// - `moe`, Nemotron 3 Nano's 23 `E` layers: 23·2·(6·2·2688·1856 + 2·2688·3712 + 2688·128).
+#[test]
+fn mlp_checkpoints_count_in_the_hardware_flops() {
+    let extra = |line: &str, modules: &str| {
+        let mut a: Vec<&str> = line.split_whitespace().collect();
+        a.extend(["--recompute-modules", modules]);
+        let d = estimate_json(&a);
+        let model = d["model_flops_per_iteration"].as_f64().unwrap();
+        model * (d["hfu"].as_f64().unwrap() / d["mfu"].as_f64().unwrap() - 1.0) / 4096.0
+    };
+    let close = |got: f64, want: f64, what: &str| {
+        assert!((got / want - 1.0).abs() < 1e-9, "{what}: {got} vs {want}");
+    };
+    let one = |m: &str| {
+        format!(
+            "estimate --model {m} --system dgx-h100 --gpus 1 --seq-len 4096 --global-batch 1 --precision bf16 --flash-attention"
+        )
+    };
+    close(
+        extra(&one("qwen3-30b-a3b"), "moe"),
+        48.0 * 2.0 * (8.0 * 3.0 * 2048.0 * 768.0 + 2048.0 * 128.0),
+        "Qwen3 moe",
+    );
+    close(
+        extra(&one("llama4-scout"), "shared_experts"),
+        48.0 * 2.0 * 3.0 * 5120.0 * 8192.0,
+        "Scout shared_experts",
+    );
+    close(
+        extra(&one("deepseek-v3"), "mlp"),
+        3.0 * 2.0 * 3.0 * 7168.0 * 18432.0,
+        "DeepSeek-V3 mlp",
+    );
+    close(
+        extra(&one("nemotron-h-8b"), "mlp"),
+        24.0 * 2.0 * 2.0 * 4096.0 * 21504.0,
+        "Nemotron-H mlp",
+    );
+    close(
+        extra(&one("nemotron-3-nano-30b-a3b"), "moe"),
+        23.0 * 2.0 * (6.0 * 2.0 * 2688.0 * 1856.0 + 2.0 * 2688.0 * 3712.0 + 2688.0 * 128.0),
+        "Nano moe",
+    );
+}
+
 /// `--recompute-modules` takes Megatron-core's names and what Megatron-core accepts of
 /// them; the plan shows them.
 #[test]
@@ -1339,6 +1451,16 @@ fn recompute_modules_are_checked_and_shown() {
     ] {
         common::usage_error(&cli(line), msg);
     }
+    // A hybrid without `-` layers has no dense MLP; one with them takes `mlp`.
+    common::usage_error(
+        &cli(
+            "estimate --model nemotron-3-nano-30b-a3b --system dgx-h100 --gpus 8 --ep 8 --recompute-modules mlp",
+        ),
+        "mlp recomputes dense MLP layers",
+    );
+    estimate_json(&cli(
+        "estimate --model nemotron-h-8b --system dgx-h100 --gpus 8 --recompute-modules mlp,core_attn",
+    ));
     // DeepSeek-V3's three dense layers take `mlp`, as NVIDIA's H100 recipe sets it.
     estimate_json(&cli(
         "estimate --model deepseek-v3 --system dgx-h100 --gpus 64 --ep 64 --etp 1 --global-batch 64 --recompute-modules mla_up_proj,mlp",
