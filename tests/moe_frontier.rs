@@ -1189,6 +1189,32 @@ fn whole_submodule_checkpoints_time_by_hand() {
         48.0 * (shared + shared_act),
         "shared_experts",
     );
+    // In FP8 with current scaling the recomputed experts quantize their two inputs again
+    // (6 B per element in 2 kernels each): 8 copies of 2048 and of 768 per token.
+    let qwen8 = cli(
+        "estimate --model qwen3-30b-a3b --system dgx-h100 --gpus 8 --ep 8 --etp 1 --seq-len 4096 --global-batch 8 --precision fp8 --fp8-recipe current --flash-attention",
+    );
+    let gemms8 = fwd_of(&qwen8, "GEMM router")
+        + fwd_of(&qwen8, "GEMM MLP in")
+        + fwd_of(&qwen8, "GEMM MLP out");
+    let casts8 = 6.0 * 4096.0 * 8.0 * (2048.0 + 768.0);
+    let mem8 = (6.0 * 4096.0 * 768.0 * 8.0 + perm + casts8) / bw + 7.0 * k;
+    close(
+        rec(&with(&qwen8, "moe")),
+        48.0 * (gemms8 + mem8),
+        "moe in FP8",
+    );
+    // Scout's shared expert in FP8: its inputs of 5120 and 8192 per token again.
+    let scout8 = cli(
+        "estimate --model llama4-scout --system dgx-h100 --gpus 8 --ep 8 --etp 1 --seq-len 4096 --global-batch 8 --precision fp8 --fp8-recipe current --flash-attention",
+    );
+    let shared8 = fwd_of(&scout8, "GEMM shared MLP in") + fwd_of(&scout8, "GEMM shared MLP out");
+    let shared_mem8 = (6.0 * 4096.0 * 8192.0 + 6.0 * 4096.0 * (5120.0 + 8192.0)) / bw + 5.0 * k;
+    close(
+        rec(&with(&scout8, "shared_experts")),
+        48.0 * (shared8 + shared_mem8),
+        "shared_experts in FP8",
+    );
     // mlp in a hybrid: Nemotron-H 8B's 24 `-` layers, squared ReLU (4 B per element of
     // 21,504: read and write 2 B).
     let h8 = cli(
@@ -1261,6 +1287,12 @@ fn whole_submodule_checkpoints_memory_by_hand() {
         drop(scout, "shared_experts"),
         48.0 * 6.0 * 4096.0 * 8192.0,
         "shared_experts",
+    );
+    // `moe` takes the shared expert with the routed one (top-1) and the routed copy.
+    close(
+        drop(scout, "moe"),
+        48.0 * 4096.0 * (6.0 * 8192.0 + 6.0 * 8192.0 + 2.0 * 5120.0),
+        "moe with a shared expert",
     );
 }
 
@@ -1337,6 +1369,29 @@ fn whole_submodule_checkpoints_in_hybrid_models_by_hand() {
         23.0 * 4096.0 * 4.0 * 3712.0,
         "shared_experts",
     );
+    // With `layernorm` the norm's output is not kept at all, so `mlp` drops only the MLP's
+    // terms in FP8: 24·4096·3·21,504.
+    let fp8_with = |modules: &str| act(h8_fp8, modules);
+    close(
+        fp8_with("layernorm") - fp8_with("layernorm,mlp"),
+        24.0 * 4096.0 * 3.0 * 21504.0,
+        "layernorm,mlp in FP8",
+    );
+    // Nano in FP8 (q = 1): the routed copies `3·1856 + 2688` each, the shared expert
+    // `3·3712`, less the norm's output kept 1 B wider.
+    let nano_fp8 = "estimate --model nemotron-3-nano-30b-a3b --system dgx-h100 --gpus 1 --seq-len 4096 --global-batch 1 --precision fp8 --fp8-recipe current --flash-attention";
+    close(
+        drop(nano_fp8, "moe"),
+        23.0 * 4096.0 * (6.0 * (3.0 * 1856.0 + 2688.0) + 3.0 * 3712.0 - 2688.0),
+        "moe in FP8",
+    );
+    // TP 2 with SP splits every term, the replicated norm output too: half of one GPU's.
+    let h8_tp2 = "estimate --model nemotron-h-8b --system dgx-h100 --gpus 2 --tp 2 --sequence-parallel --seq-len 4096 --global-batch 1 --precision fp8 --fp8-recipe current --flash-attention";
+    close(
+        drop(h8_tp2, "mlp"),
+        24.0 * 4096.0 * (3.0 * 21504.0 - 4096.0) / 2.0,
+        "mlp under TP 2",
+    );
 }
 
 /// The hardware FLOPs of the MLP checkpoints per token, by hand (`2·w` for each layer's
@@ -1382,6 +1437,13 @@ fn mlp_checkpoints_count_in_the_hardware_flops() {
         extra(&one("nemotron-h-8b"), "mlp"),
         24.0 * 2.0 * 2.0 * 4096.0 * 21504.0,
         "Nemotron-H mlp",
+    );
+    // DeepSeek-V3's 58 MoE layers (61 less its 3 dense ones): top-8 of 2048, one shared
+    // expert of 2048, a router over 256.
+    close(
+        extra(&one("deepseek-v3"), "moe"),
+        58.0 * 2.0 * (8.0 * 3.0 * 7168.0 * 2048.0 + 3.0 * 7168.0 * 2048.0 + 7168.0 * 256.0),
+        "DeepSeek-V3 moe",
     );
     close(
         extra(&one("nemotron-3-nano-30b-a3b"), "moe"),
@@ -1461,6 +1523,32 @@ fn recompute_modules_are_checked_and_shown() {
     estimate_json(&cli(
         "estimate --model nemotron-h-8b --system dgx-h100 --gpus 8 --recompute-modules mlp,core_attn",
     ));
+    // A hybrid of Mamba and MLP layers only has no attention core to recompute.
+    let dir = common::tmp("no_attention");
+    let file = dir.join("mamba-mlp.toml");
+    let spec = std::fs::read_to_string("models/nemotron-h-8b.toml")
+        .unwrap()
+        .replace(
+            "M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M-",
+            "M-M-M-M--M-M-M-M-M--M-M-M-M-M--M-M-M-M-M--M-M-M-M-M-",
+        )
+        .replace("name = \"nemotron-h-8b\"", "name = \"mamba-mlp\"");
+    std::fs::write(&file, spec).unwrap();
+    let path = file.to_str().unwrap();
+    common::usage_error(
+        &[
+            "estimate",
+            "--model",
+            path,
+            "--system",
+            "dgx-h100",
+            "--gpus",
+            "8",
+            "--recompute-modules",
+            "core_attn",
+        ],
+        "core_attn needs a model with attention layers",
+    );
     // DeepSeek-V3's three dense layers take `mlp`, as NVIDIA's H100 recipe sets it.
     estimate_json(&cli(
         "estimate --model deepseek-v3 --system dgx-h100 --gpus 64 --ep 64 --etp 1 --global-batch 64 --recompute-modules mla_up_proj,mlp",
