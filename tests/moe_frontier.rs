@@ -1178,6 +1178,18 @@ fn whole_submodule_checkpoints_time_by_hand() {
         48.0 * a2a,
         "moe's all-to-alls",
     );
+    // and their bytes: the forward's and the backward's dispatch and combine, and the
+    // recomputed forward's again, 3/2 of those without `moe`.
+    let ep_bytes = |args: &[&str]| {
+        estimate_json(args)["time_breakdown"]["communication"]["ep"]["bytes_per_device"]
+            .as_f64()
+            .unwrap()
+    };
+    close(
+        ep_bytes(&with(&qwen, "moe")) / ep_bytes(&qwen),
+        1.5,
+        "moe's all-to-all bytes",
+    );
     // shared_experts: the shared expert alone.
     let scout = cli(
         "estimate --model llama4-scout --system dgx-h100 --gpus 8 --ep 8 --etp 1 --seq-len 4096 --global-batch 8 --precision bf16 --flash-attention",
