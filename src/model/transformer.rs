@@ -580,7 +580,7 @@ impl Transformer {
     /// Forward FLOPs per token, summed over the layers, of the blocks a whole-MLP checkpoint
     /// runs again: (the dense layers' MLPs `L_d·2·w(h, f_d)`, the MoE layers' blocks with
     /// their router `L_E·2·(k·w(eh, f) + w(h, f_shared) + 2·h·ℓ + h·E)`, their shared
-    /// experts `L_E·2·w(h, f_shared)`), with `w` as in [`Self::moe_matmul_params`]; `L_d` is
+    /// experts `L_E·2·w(h, f_shared)`), with `w` as in `moe_matmul_params`; `L_d` is
     /// every layer of a dense model, the first `dense_layers` of an MoE one, a hybrid's `-`
     /// layers, and `L_E` the rest or a hybrid's `E` layers. MTP modules are not counted.
     pub fn mlp_block_flops(&self) -> [f64; 3] {
