@@ -1094,6 +1094,26 @@ fn recompute_modules_time_by_hand() {
     assert!((got / want - 1.0).abs() < 1e-3, "{got} vs {want}");
 }
 
+/// The estimate JSON of the command `line` with `--recompute-modules modules`.
+fn with_modules(line: &str, modules: &str) -> serde_json::Value {
+    let mut a: Vec<&str> = line.split_whitespace().collect();
+    a.extend(["--recompute-modules", modules]);
+    estimate_json(&a)
+}
+
+/// The hardware FLOPs beyond the model FLOPs per iteration of `line` with `modules`
+/// recomputed: `model · (HFU/MFU − 1)`.
+fn extra_hardware_flops(line: &str, modules: &str) -> f64 {
+    let d = with_modules(line, modules);
+    let model = d["model_flops_per_iteration"].as_f64().unwrap();
+    model * (d["hfu"].as_f64().unwrap() / d["mfu"].as_f64().unwrap() - 1.0)
+}
+
+/// `got` within a relative `tol` of `want`.
+fn assert_close(got: f64, want: f64, tol: f64, what: &str) {
+    assert!((got / want - 1.0).abs() < tol, "{what}: {got} vs {want}");
+}
+
 /// The whole-submodule checkpoints of `--recompute-modules` (Megatron-core's `core_attn`,
 /// `mlp`, `moe`, `shared_experts`: the submodule's forward runs again before its backward),
 /// by hand on one sequence of 4096 (memory-bound at 3.35 TB/s × 0.7 plus 4 µs per kernel on
@@ -1123,9 +1143,7 @@ fn whole_submodule_checkpoints_time_by_hand() {
         a.extend(["--recompute-modules", extra]);
         a
     };
-    let close = |got: f64, want: f64, what: &str| {
-        assert!((got / want - 1.0).abs() < 1e-3, "{what}: {got} vs {want}");
-    };
+    let close = |got: f64, want: f64, what: &str| assert_close(got, want, 1e-3, what);
     // core_attn: the attention core's forward, by the preset's formula.
     let llama = cli(
         "estimate --model llama3-8b --system dgx-h100 --gpus 1 --seq-len 4096 --global-batch 1 --precision bf16 --flash-attention",
@@ -1254,16 +1272,12 @@ fn whole_submodule_checkpoints_time_by_hand() {
 #[test]
 fn whole_submodule_checkpoints_memory_by_hand() {
     let act = |line: &str, modules: &str| {
-        let mut a: Vec<&str> = line.split_whitespace().collect();
-        a.extend(["--recompute-modules", modules]);
-        estimate_json(&a)["memory_breakdown"]["activations_bytes"]
+        with_modules(line, modules)["memory_breakdown"]["activations_bytes"]
             .as_f64()
             .unwrap()
     };
     let drop = |line: &str, modules: &str| act(line, "none") - act(line, modules);
-    let close = |got: f64, want: f64, what: &str| {
-        assert!((got / want - 1.0).abs() < 1e-9, "{what}: {got} vs {want}");
-    };
+    let close = |got: f64, want: f64, what: &str| assert_close(got, want, 1e-9, what);
     let unfused = "estimate --model llama3-8b --system dgx-h100 --gpus 1 --seq-len 4096 --global-batch 1 --precision bf16 --flash-attention false";
     close(
         drop(unfused, "core_attn"),
@@ -1314,13 +1328,10 @@ fn whole_submodule_checkpoints_memory_by_hand() {
 #[test]
 fn whole_submodule_checkpoints_count_in_the_hardware_flops() {
     let extra = |modules: &str| {
-        let mut a = cli(
+        extra_hardware_flops(
             "estimate --model llama3-8b --system dgx-h100 --gpus 1 --seq-len 4096 --global-batch 1 --precision bf16 --flash-attention",
-        );
-        a.extend(["--recompute-modules", modules]);
-        let d = estimate_json(&a);
-        let model = d["model_flops_per_iteration"].as_f64().unwrap();
-        model * (d["hfu"].as_f64().unwrap() / d["mfu"].as_f64().unwrap() - 1.0)
+            modules,
+        )
     };
     let tokens = 4096.0;
     let mlp = 32.0 * 2.0 * 3.0 * 4096.0 * 14336.0 * tokens;
@@ -1346,16 +1357,12 @@ fn whole_submodule_checkpoints_count_in_the_hardware_flops() {
 #[test]
 fn whole_submodule_checkpoints_in_hybrid_models_by_hand() {
     let act = |line: &str, modules: &str| {
-        let mut a: Vec<&str> = line.split_whitespace().collect();
-        a.extend(["--recompute-modules", modules]);
-        estimate_json(&a)["memory_breakdown"]["activations_bytes"]
+        with_modules(line, modules)["memory_breakdown"]["activations_bytes"]
             .as_f64()
             .unwrap()
     };
     let drop = |line: &str, modules: &str| act(line, "none") - act(line, modules);
-    let close = |got: f64, want: f64, what: &str| {
-        assert!((got / want - 1.0).abs() < 1e-9, "{what}: {got} vs {want}");
-    };
+    let close = |got: f64, want: f64, what: &str| assert_close(got, want, 1e-9, what);
     let h8 = "estimate --model nemotron-h-8b --system dgx-h100 --gpus 1 --seq-len 4096 --global-batch 1 --precision bf16 --flash-attention";
     close(drop(h8, "mlp"), 24.0 * 4096.0 * 4.0 * 21504.0, "mlp");
     let h8_fp8 = "estimate --model nemotron-h-8b --system dgx-h100 --gpus 1 --seq-len 4096 --global-batch 1 --precision fp8 --fp8-recipe current --flash-attention";
@@ -1415,16 +1422,8 @@ fn whole_submodule_checkpoints_in_hybrid_models_by_hand() {
 /// - `moe`, Nemotron 3 Nano's 23 `E` layers: 23·2·(6·2·2688·1856 + 2·2688·3712 + 2688·128).
 #[test]
 fn mlp_checkpoints_count_in_the_hardware_flops() {
-    let extra = |line: &str, modules: &str| {
-        let mut a: Vec<&str> = line.split_whitespace().collect();
-        a.extend(["--recompute-modules", modules]);
-        let d = estimate_json(&a);
-        let model = d["model_flops_per_iteration"].as_f64().unwrap();
-        model * (d["hfu"].as_f64().unwrap() / d["mfu"].as_f64().unwrap() - 1.0) / 4096.0
-    };
-    let close = |got: f64, want: f64, what: &str| {
-        assert!((got / want - 1.0).abs() < 1e-9, "{what}: {got} vs {want}");
-    };
+    let extra = |line: &str, modules: &str| extra_hardware_flops(line, modules) / 4096.0;
+    let close = |got: f64, want: f64, what: &str| assert_close(got, want, 1e-9, what);
     let one = |m: &str| {
         format!(
             "estimate --model {m} --system dgx-h100 --gpus 1 --seq-len 4096 --global-batch 1 --precision bf16 --flash-attention"
