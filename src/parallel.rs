@@ -149,6 +149,9 @@ pub struct PlanSpec {
     /// of another (Megatron-core `overlap_moe_expert_parallel_comm`, the 1F1B A2A overlap;
     /// DeepSeek-V3's DualPipe does the same per chunk pair).
     pub ep_overlap: bool,
+    /// Run the shared experts on a side stream beside the dispatch and combine all-to-alls
+    /// of their own micro-batch (Megatron-core `moe_shared_expert_overlap`).
+    pub shared_expert_overlap: bool,
     /// Matrix precision.
     pub precision: Precision,
     /// Optimizer state layout.
@@ -225,6 +228,7 @@ impl Default for PlanSpec {
             tp_overlap: false,
             tp_bwd_overlap: true,
             ep_overlap: false,
+            shared_expert_overlap: false,
             precision: Precision::Bf16,
             optimizer: Optimizer::Adam,
             flash_attention: false,
@@ -339,6 +343,8 @@ pub struct Plan {
     pub tp_bwd_overlap: bool,
     /// EP all-to-alls beside another micro-batch's compute.
     pub ep_overlap: bool,
+    /// Shared experts beside their micro-batch's dispatch and combine.
+    pub shared_expert_overlap: bool,
     /// Precision.
     pub precision: Precision,
     /// Optimizer.
@@ -735,6 +741,7 @@ impl Plan {
             tp_overlap: s.tp_overlap,
             tp_bwd_overlap: s.tp_bwd_overlap,
             ep_overlap: s.ep_overlap,
+            shared_expert_overlap: s.shared_expert_overlap,
             precision: s.precision,
             optimizer: s.optimizer,
             flash_attention: s.flash_attention,
@@ -857,6 +864,32 @@ impl Plan {
         Err(bad("recompute_modules", msg.to_string()))
     }
 
+    /// The shared-expert overlap as Megatron-core allows it (`TransformerConfig.__post_init__`
+    /// and `MoELayer` at d98e8a64dd): a model with shared experts; not beside the 1F1B
+    /// all-to-all overlap ("disable moe_shared_expert_overlap when enabling
+    /// overlap_moe_expert_parallel_comm"), nor DualPipe, which pairs the all-to-alls the
+    /// same way; not with a LatentMoE in training; not with `shared_experts` recomputed
+    /// ("shared_experts recompute cannot work with --moe-shared-expert-overlap").
+    fn check_shared_expert_overlap(&self, t: &crate::model::Transformer) -> Result<()> {
+        if !self.shared_expert_overlap {
+            return Ok(());
+        }
+        let msg = if !(t.experts > 1 && t.shared_f > 0.0) {
+            "needs an MoE model with shared experts"
+        } else if self.ep_overlap {
+            "cannot run beside the EP overlap (Megatron-core: disable moe_shared_expert_overlap when enabling overlap_moe_expert_parallel_comm)"
+        } else if self.schedule == Schedule::DualPipe {
+            "cannot run with DualPipe, whose chunk pairs already overlap the all-to-alls"
+        } else if t.latent_params > 0.0 {
+            "does not run with MoE latent projections in training (Megatron-core MoELayer)"
+        } else if self.recompute_modules.has(RecomputeModules::SHARED_EXPERTS) {
+            "cannot run with shared_experts recomputed (Megatron-core: shared_experts recompute cannot work with --moe-shared-expert-overlap)"
+        } else {
+            return Ok(());
+        };
+        Err(bad("shared_expert_overlap", msg.to_string()))
+    }
+
     /// What the model allows of the plan: TP dividing the attention heads and fitting the
     /// KV heads, a layer (or an end) in every model chunk, the recompute modules, CP's
     /// limits and EP dividing the experts; data parallelism only for non-transformer
@@ -895,6 +928,7 @@ impl Plan {
                     ));
                 }
                 self.check_recompute_modules(t)?;
+                self.check_shared_expert_overlap(t)?;
                 context::check(self, t)?;
                 if !t.experts.is_multiple_of(self.ep) {
                     return Err(bad(

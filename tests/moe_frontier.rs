@@ -1851,3 +1851,142 @@ fn permute_bytes_follow_the_expert_tp_share() {
         );
     }
 }
+
+/// Llama 4 Scout over EP 16 on 32 B200 (two nodes), one sequence of 4096 per micro-batch,
+/// two micro-batches, with `--cuda-graphs` as given (and what follows it): without and with
+/// `--shared-expert-overlap`.
+fn scout_with_shared_overlap(graphs: &str) -> (Vec<String>, Vec<String>) {
+    let base: Vec<String> = format!(
+        "estimate --model llama4-scout --system dgx-b200 --gpus 32 --tp 1 --pp 1 --ep 16 --seq-len 4096 --micro-batch 1 --global-batch 64 --precision bf16 --cuda-graphs {graphs}"
+    )
+    .split_whitespace()
+    .map(String::from)
+    .collect();
+    let mut on = base.clone();
+    on.push("--shared-expert-overlap".into());
+    (base, on)
+}
+
+/// The shared-expert overlap (`--shared-expert-overlap`, Megatron-core
+/// `moe_shared_expert_overlap`) by hand, on Llama 4 Scout over EP 16 (two B200 nodes), one
+/// micro-batch of 4096, full-iteration graphs (no host time). Each all-to-all `a/2` runs
+/// beside its side of the shared expert, a bulk window with κ = 0.189:
+/// `exposed = max(0, a/2 − S(1 + κ))` when `S < a/2`, slowdown `κ·min(a/2, S)`; forward
+/// FC1 and SwiGLU (6 B per element of 8192 at 8 TB/s × 0.7, plus 4 µs) beside the dispatch
+/// and FC2 beside the combine, backward FC2's gradients beside the combine's and FC1's and
+/// SwiGLU's (10 B per element) beside the dispatch's. GEMM times from the explain lines;
+/// 48 MoE layers × 2 micro-batches; the DP reduction after the backward (`--dp-overlap
+/// false`), so the interference is the all-to-alls' alone.
+#[test]
+fn shared_expert_overlap_by_hand() {
+    let (base, on) = scout_with_shared_overlap("full --dp-overlap false");
+    let base: Vec<&str> = base.iter().map(String::as_str).collect();
+    let on: Vec<&str> = on.iter().map(String::as_str).collect();
+    let (off_v, on_v) = (estimate_json(&base), estimate_json(&on));
+    let of = |line: &str, key: &str| common::micros(line, key) * 1e-6;
+    let fc1 = explain_line(&on, "GEMM shared MLP in");
+    let fc2 = explain_line(&on, "GEMM shared MLP out");
+    let line = explain_line(&on, "EP all-to-all");
+    let a = line.split("EP all-to-all ").nth(1).unwrap();
+    let a = of(
+        &format!("a = {}", a.split(" per pass").next().unwrap()),
+        "a ",
+    );
+    let width = 4096.0 * 8192.0;
+    let mem = |bytes: f64| bytes / (8e12 * 0.7) + 4e-6;
+    let sides = [
+        of(&fc1, "fwd ") + mem(6.0 * width),
+        of(&fc2, "fwd "),
+        of(&fc2, "bwd "),
+        of(&fc1, "bwd ") + mem(10.0 * width),
+    ];
+    let kappa = 0.189;
+    let half = a / 2.0;
+    let exposed: f64 = sides
+        .iter()
+        .map(|&s| (half - s * (1.0 + kappa)).max(0.0))
+        .sum();
+    let slowdown: f64 = sides.iter().map(|&s| kappa * half.min(s)).sum();
+    let n = 48.0 * 2.0;
+    assert_close(
+        ep(&off_v, "exposed_s"),
+        n * 2.0 * a,
+        2e-3,
+        "without: 2a exposed",
+    );
+    assert_close(ep(&on_v, "exposed_s"), n * exposed, 2e-3, "exposed");
+    assert_close(
+        ep(&on_v, "hidden_s"),
+        n * (2.0 * a - exposed),
+        2e-3,
+        "hidden",
+    );
+    let interference =
+        |v: &serde_json::Value| v["time_breakdown"]["interference_s"].as_f64().unwrap();
+    assert_close(
+        interference(&on_v) - interference(&off_v),
+        n * slowdown,
+        2e-3,
+        "slowdown",
+    );
+    // Here FC2 forward is shorter than its all-to-all: part of the combine shows.
+    assert!(exposed > 0.0 && exposed < 0.5 * a, "{exposed} of {a}");
+    let t = |v: &serde_json::Value| v["iteration_time_s"].as_f64().unwrap();
+    assert_close(
+        t(&off_v) - t(&on_v),
+        n * (2.0 * a - exposed - slowdown),
+        2e-3,
+        "iteration",
+    );
+}
+
+/// Under the shared-expert overlap the dispatcher launches the shared experts after the
+/// token-count copy, and Megatron-core leaves them out of the router's CUDA graph: with
+/// `moe_router` captured, the forward's host operations grow by the shared expert's two
+/// Transformer Engine GEMM calls and its activation (2 × 2.7 + 1 = 6.4), the backward's
+/// by their four gradient calls and the activation's (4 × 2.7 + 1 = 11.8).
+#[test]
+fn shared_expert_overlap_takes_the_shared_experts_out_of_the_router_graph() {
+    let (base, on) = scout_with_shared_overlap("moe_router");
+    let base: Vec<&str> = base.iter().map(String::as_str).collect();
+    let on: Vec<&str> = on.iter().map(String::as_str).collect();
+    let ops = |args: &[&str], key: &str| -> f64 {
+        let line = explain_line(args, "host (CUDA graphs");
+        let part = line.split(key).nth(1).unwrap();
+        part.split(" ops").next().unwrap().trim().parse().unwrap()
+    };
+    let df = ops(&on, "forward ") - ops(&base, "forward ");
+    let db = ops(&on, "backward ") - ops(&base, "backward ");
+    assert!((df - 6.4).abs() < 0.05, "forward {df}");
+    assert!((db - 11.8).abs() < 0.05, "backward {db}");
+}
+
+/// The shared-expert overlap where Megatron-core runs it, and refused elsewhere.
+#[test]
+fn shared_expert_overlap_is_checked() {
+    let scout = "estimate --model llama4-scout --system dgx-b200 --gpus 32 --ep 16 --seq-len 4096 --global-batch 64 --shared-expert-overlap";
+    let refused = |extra: &str, what: &str| {
+        let mut a = cli(scout);
+        a.extend(extra.split_whitespace());
+        common::usage_error(&a, what);
+    };
+    refused("--ep-overlap", "cannot run beside the EP overlap");
+    refused(
+        "--recompute-modules shared_experts",
+        "cannot run with shared_experts recomputed",
+    );
+    common::usage_error(
+        &cli(
+            "estimate --model qwen3-30b-a3b --system dgx-h100 --gpus 8 --ep 8 --global-batch 8 --shared-expert-overlap",
+        ),
+        "needs an MoE model with shared experts",
+    );
+    common::usage_error(
+        &cli(
+            "estimate --model nemotron3-super --system gb300-nvl72 --gpus 64 --ep 64 --global-batch 64 --seq-len 4096 --shared-expert-overlap",
+        ),
+        "MoE latent projections",
+    );
+    let v = estimate_json(&cli(scout));
+    assert_eq!(v["plan"]["shared_expert_overlap"], true);
+}

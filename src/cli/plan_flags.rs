@@ -145,6 +145,9 @@ pub struct PlanFlags {
     /// Overlap MoE dispatch/combine all-to-alls with another micro-batch's compute (Megatron-core overlap_moe_expert_parallel_comm; default: false).
     #[arg(long, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true")]
     pub ep_overlap: Option<bool>,
+    /// Run the shared experts on a side stream beside their own micro-batch's dispatch and combine all-to-alls (Megatron-core moe_shared_expert_overlap; default: false). Needs shared experts; not with --ep-overlap.
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true")]
+    pub shared_expert_overlap: Option<bool>,
     /// Matrix precision: bf16, fp16, fp8, mxfp8, nvfp4, tf32, fp32.
     #[arg(long)]
     pub precision: Option<String>,
@@ -252,6 +255,7 @@ impl PlanFlags {
             (&mut p.tp_overlap, self.tp_overlap),
             (&mut p.tp_bwd_overlap, self.tp_bwd_overlap),
             (&mut p.ep_overlap, self.ep_overlap),
+            (&mut p.shared_expert_overlap, self.shared_expert_overlap),
             (&mut p.flash_attention, self.flash_attention),
             (&mut p.dp_overlap, self.dp_overlap),
         ] {
@@ -419,6 +423,7 @@ impl PlanFlags {
             ("tp_overlap", self.tp_overlap),
             ("tp_bwd_overlap", self.tp_bwd_overlap),
             ("ep_overlap", self.ep_overlap),
+            ("shared_expert_overlap", self.shared_expert_overlap),
             ("flash_attention", self.flash_attention),
             ("dp_overlap", self.dp_overlap),
         ] {

@@ -88,6 +88,9 @@ pub struct SweepArgs {
     /// MoE all-to-alls beside another micro-batch's compute in every plan (default: false; see `estimate --help`).
     #[arg(long, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true")]
     pub ep_overlap: Option<bool>,
+    /// Shared experts beside their micro-batch's all-to-alls in every plan (default: false; see `estimate --help`).
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true")]
+    pub shared_expert_overlap: Option<bool>,
     /// MoE token dispatch in every plan: alltoall or hierarchical (see `estimate --help`).
     #[arg(long, value_name = "KIND")]
     pub ep_dispatch: Option<String>,
@@ -394,6 +397,9 @@ fn build_axes(a: &SweepArgs, f: &SweepFile, system: &crate::system::System) -> R
     }
     if let Some(b) = a.ep_overlap.or(fa.ep_overlap) {
         ax.ep_overlap = b;
+    }
+    if let Some(b) = a.shared_expert_overlap.or(fa.shared_expert_overlap) {
+        ax.shared_expert_overlap = b;
     }
     if let Some(s) = a.memory_reserve.as_ref().or(fa.memory_reserve.as_ref()) {
         ax.memory_reserve = Some(crate::units::parse_bytes("--memory-reserve", s)?);

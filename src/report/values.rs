@@ -66,6 +66,8 @@ pub struct PlanValue {
     pub tp_bwd_overlap: bool,
     /// MoE all-to-alls overlapped with another micro-batch's compute.
     pub ep_overlap: bool,
+    /// Shared experts beside their micro-batch's dispatch and combine all-to-alls.
+    pub shared_expert_overlap: bool,
     /// Matrix precision: "bf16", "fp16", "fp8", "mxfp8", "nvfp4", "tf32" or "fp32".
     pub precision: String,
     /// FP8 scaling recipe: "delayed", "current" or "block" (FP8 family only).
@@ -176,6 +178,7 @@ impl From<&Plan> for PlanValue {
             tp_overlap: p.tp_overlap,
             tp_bwd_overlap: p.tp_bwd_overlap,
             ep_overlap: p.ep_overlap,
+            shared_expert_overlap: p.shared_expert_overlap,
             precision: p.precision.name().into(),
             fp8_recipe: p.fp8_recipe.name().into(),
             cp: p.cp,

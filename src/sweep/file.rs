@@ -105,6 +105,8 @@ pub struct AxesFile {
     pub tp_bwd_overlap: Option<bool>,
     /// MoE all-to-alls beside another micro-batch's compute in every plan (a setting).
     pub ep_overlap: Option<bool>,
+    /// Shared experts beside their micro-batch's all-to-alls in every plan (a setting).
+    pub shared_expert_overlap: Option<bool>,
     /// MoE token dispatch in every plan: "alltoall" or "hierarchical" (a setting).
     pub ep_dispatch: Option<String>,
     /// Local experts' GEMMs in every plan: "streams" or "fused" (a setting).

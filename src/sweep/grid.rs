@@ -81,6 +81,9 @@ pub struct Axes {
     /// MoE all-to-alls overlapped with another micro-batch's compute in every plan (a
     /// setting: the framework's `overlap_moe_expert_parallel_comm`).
     pub ep_overlap: bool,
+    /// Shared experts beside their micro-batch's all-to-alls in every plan (a setting: the
+    /// framework's `moe_shared_expert_overlap`).
+    pub shared_expert_overlap: bool,
     /// MoE token dispatch in every plan (a setting).
     pub ep_dispatch: crate::parallel::EpDispatch,
     /// How local experts' GEMMs run in every plan (a setting).
@@ -151,6 +154,7 @@ impl Axes {
             zero3_impl: Zero3Impl::default(),
             tp_bwd_overlap: true,
             ep_overlap: false,
+            shared_expert_overlap: false,
             ep_dispatch: crate::parallel::EpDispatch::Alltoall,
             grouped_gemm: crate::parallel::GroupedGemm::Streams,
             cross_entropy: crate::parallel::CrossEntropy::Unfused,
@@ -404,6 +408,7 @@ impl Grid {
                                     zero3_impl: Some(axes.zero3_impl),
                                     tp_bwd_overlap: axes.tp_bwd_overlap,
                                     ep_overlap: axes.ep_overlap,
+                                    shared_expert_overlap: axes.shared_expert_overlap,
                                     ep_dispatch: axes.ep_dispatch,
                                     grouped_gemm: axes.grouped_gemm,
                                     cross_entropy: axes.cross_entropy,

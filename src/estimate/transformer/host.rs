@@ -71,7 +71,8 @@ fn linears(n: f64, low: bool) -> Ops {
 /// - `moe_router`: the router GEMM (1 forward, 2 backward) and 11 fused router kernels
 ///   each pass, plus a shared expert's 2 linear layers and activation (Megatron-LM's
 ///   GB200 report §2.1.4 and §2.3: 31 router kernels after fusion, router and preprocess
-///   17 with the DeepEP/HybridEP dispatcher, shared experts captured with them);
+///   17 with the DeepEP/HybridEP dispatcher, shared experts captured with them; with the
+///   shared-expert overlap they move to `moe`);
 /// - `moe_preprocess`: 5 forward kernels (token counts, their exchange, the host copy,
 ///   the permutation map), none backward, and a LatentMoE's `h → ℓ` linear layer
 ///   (Megatron-core `MoELayer.preprocess`);
@@ -87,6 +88,11 @@ pub(crate) fn ops(c: &Ctx, scope: CudaGraphs) -> Ops {
     let attn_on = matches!(c.part, Part::Layer | Part::Attention);
     let mlp_on = c.part.mlp_pair();
     let moe = mlp_on && m.experts > 1;
+    // With the shared-expert overlap the dispatcher launches the shared experts beside its
+    // all-to-alls, after the token-count copy; Megatron-core then leaves them out of the
+    // router's graph (`TransformerLayer._get_submodules_under_cudagraphs`), so they count
+    // with the experts' scope.
+    let overlapped_shared = c.plan.shared_expert_overlap;
     // A LatentMoE's `h → ℓ` projection runs in `MoELayer.preprocess` and its `ℓ → h` one
     // in `postprocess`, after the combine.
     let latent = if m.latent_params > 0.0 {
@@ -108,7 +114,7 @@ pub(crate) fn ops(c: &Ctx, scope: CudaGraphs) -> Ops {
         }
         CudaGraphs::MLP if mlp_on && !moe => linears(2.0, low).plus(both(2.0)),
         CudaGraphs::MOE_ROUTER if moe => {
-            let shared = if m.shared_f > 0.0 {
+            let shared = if m.shared_f > 0.0 && !overlapped_shared {
                 linears(2.0, low).plus(both(1.0))
             } else {
                 z
@@ -122,7 +128,15 @@ pub(crate) fn ops(c: &Ctx, scope: CudaGraphs) -> Ops {
         CudaGraphs::MOE_PREPROCESS if moe => Ops { fwd: 5.0, bwd: 0.0 }.plus(latent),
         CudaGraphs::MOE if moe => {
             let local = m.experts as f64 / c.plan.ep as f64;
-            linears(2.0 * local, low).plus(both(5.0)).plus(latent)
+            let shared = if m.shared_f > 0.0 && overlapped_shared {
+                linears(2.0, low).plus(both(1.0))
+            } else {
+                z
+            };
+            linears(2.0 * local, low)
+                .plus(both(5.0))
+                .plus(latent)
+                .plus(shared)
         }
         CudaGraphs::MAMBA if c.part == Part::Mamba => {
             let k = super::layer::mamba_kernels(c);

@@ -9,7 +9,7 @@ use super::{Block, Ctx, Part, Pass};
 use super::{lora, lowp};
 use crate::collective::Collective as C;
 use crate::error::Result;
-use crate::estimate::windows::{MoeParts, Overlap, ep_pair, ep_pair_phases};
+use crate::estimate::windows::{MoeParts, Overlap, bulk, ep_pair, ep_pair_phases};
 use crate::estimate::{Trace, coll};
 use crate::model::Split;
 use crate::parallel::{CrossEntropy, Recompute};
@@ -31,6 +31,9 @@ pub(super) struct Linears {
     pub(super) cast: (Seconds, Seconds),
     /// The shared experts' forward GEMMs (in `fwd[2..4]` too).
     pub(super) shared_fwd: Seconds,
+    /// The shared experts' FC1 and FC2 GEMMs, each (forward, data + weight gradient), in
+    /// the totals above too.
+    pub(super) shared: [(Seconds, Seconds); 2],
     /// Input elements the MLP's forward GEMMs quantize (experts, shared, latent):
     /// (all, shared experts').
     pub(super) mlp_cast_in: (f64, f64),
@@ -102,6 +105,7 @@ pub(super) fn linears<T: Trace>(c: &Ctx, tr: &mut T) -> Linears {
         router: (z, z),
         cast: (z, z),
         shared_fwd: z,
+        shared: [(z, z); 2],
         mlp_cast_in: (0.0, 0.0),
     };
     if c.speedup > 1.0 {
@@ -167,6 +171,7 @@ pub(super) fn linears<T: Trace>(c: &Ctx, tr: &mut T) -> Linears {
         let tb = dg + wg;
         if i == 8 || i == 9 {
             out.shared_fwd += tf;
+            out.shared[i - 8] = (tf, tb);
         }
         if group == 4 {
             out.router = (tf, tb);
@@ -519,12 +524,76 @@ fn permute_bytes(c: &Ctx) -> (f64, f64) {
 /// 2024 §3.2.1) runs one micro-batch's forward beside another's backward, each all-to-all
 /// beside the part of the other pass its schedule pairs it with (`windows::ep_pair`),
 /// split evenly over the two passes.
-fn ep_window(c: &Ctx, a: Seconds, parts: MoeParts) -> Overlap {
+///
+/// With the shared-expert overlap (Megatron-core `moe_shared_expert_overlap`,
+/// `SharedExpertMLP` and `MoEAlltoAllTokenDispatcher` / `MoEFlexTokenDispatcher`) the shared
+/// experts run on a side stream beside their own micro-batch's all-to-alls: FC1 and its
+/// activation beside the dispatch, FC2 beside the combine; backward, the all-to-alls are
+/// launched first and FC2's and FC1's gradients run beside them (`side`, [`shared_side`]).
+/// Each all-to-all `a/2` is then a [`bulk`] window over its side's work `S`:
+/// `exposed = max(0, a/2 − S − κ·min(a/2, S))`. Returns (forward, backward).
+fn ep_window(
+    c: &Ctx,
+    a: Seconds,
+    parts: MoeParts,
+    side: Option<[Seconds; 4]>,
+) -> (Overlap, Overlap) {
     if c.plan.ep_overlap || c.plan.schedule == crate::parallel::Schedule::DualPipe {
-        ep_pair(a * 0.5, parts, c.kappa)
+        let o = ep_pair(a * 0.5, parts, c.kappa);
+        (o.times(0.5), o.times(0.5))
+    } else if let Some([df, cf, cb, db]) = side {
+        let w = |s: Seconds| bulk(a * 0.5, s, c.kappa);
+        (w(df) + w(cf), w(cb) + w(db))
     } else {
-        Overlap::exposed(a * 2.0)
+        (Overlap::exposed(a), Overlap::exposed(a))
     }
+}
+
+/// The shared experts' work beside each all-to-all under `moe_shared_expert_overlap`, as
+/// the dispatcher launches it: `[dispatch, combine]` forward, then `[combine, dispatch]`
+/// backward (their backward all-to-alls):
+///
+/// - beside the forward dispatch, FC1 (`linear_fc1_forward_and_act`): its GEMM, the
+///   quantization of its input (`T·h` elements in 8 or 4 bits) and the activation
+///   (`act_f` B per output element on `T·f_s/t`);
+/// - beside the forward combine, FC2 (`linear_fc2_forward`): its GEMM and input
+///   quantization (`T·f_s/t` elements);
+/// - backward, beside the combine's gradient FC2's data and weight gradients and its
+///   output gradient's quantization (`T·h`); beside the dispatch's FC1's, the
+///   activation's gradient (`act_b` B per element) and FC1's output gradient's quantization
+///   (`g·T·f_s/t`, `g` 2 for a gated MLP).
+///
+/// `None` without the overlap or shared experts in this block.
+fn shared_side(c: &Ctx, lin: &Linears, act: (f64, f64)) -> Option<[Seconds; 4]> {
+    let m = c.m;
+    let on = c.plan.shared_expert_overlap && c.part.mlp_pair() && m.experts > 1;
+    if !on || m.shared_f <= 0.0 {
+        return None;
+    }
+    let t = c.plan.tp as f64;
+    let g = if m.gated { 2.0 } else { 1.0 };
+    let (per_element, per_tensor) =
+        lowp::cast(c.plan.precision, c.plan.fp8_recipe, c.any_layout(), 1.0);
+    let quantized = |el: f64| {
+        if per_element > 0.0 {
+            (per_element * el, per_tensor)
+        } else {
+            (0.0, 0.0)
+        }
+    };
+    let width = c.tokens * m.shared_f / t;
+    let side = |gemm: Seconds, act_bytes: f64, cast_el: f64| {
+        let (b, k) = quantized(cast_el);
+        let kernels = k + if act_bytes > 0.0 { 1.0 } else { 0.0 };
+        gemm + c.mem(act_bytes + b, kernels)
+    };
+    let [(fc1_f, fc1_b), (fc2_f, fc2_b)] = lin.shared;
+    Some([
+        side(fc1_f, act.0 * width, c.tokens * m.h),
+        side(fc2_f, 0.0, width),
+        side(fc2_b, 0.0, c.tokens * m.h),
+        side(fc1_b, act.1 * width, g * width),
+    ])
 }
 
 /// torchtitan's per-op selective checkpointing (`Recompute::Op`): what the backward runs
@@ -856,16 +925,17 @@ pub(super) fn layer<T: Trace>(c: &Ctx, tr: &mut T) -> Result<(Block, TpLinks)> {
         mlp_dgrad: sum2(&lin.dgrad, 2) + mem_b * (1.0 - s_b),
         mlp_wgrad: sum2(&lin.wgrad, 2),
     };
-    let ep = ep_window(c, ep1, parts);
+    let side = shared_side(c, &lin, (act_f, act_b));
+    let (ep, ep_bk) = ep_window(c, ep1, parts, side);
     let fwd = Pass {
         gemm: lin_f + att_f,
         mem: mem_f + lin.cast.0,
         tp: tp.fwd.exposed,
         tp_hidden: tp.fwd.hidden,
-        slow: tp.fwd.slowdown + cpc.slow.0 + ep.slowdown * 0.5,
+        slow: tp.fwd.slowdown + cpc.slow.0 + ep.slowdown,
         tp_bytes: tp.bytes.0,
-        ep: ep.exposed * 0.5,
-        ep_hidden: ep.hidden * 0.5,
+        ep: ep.exposed,
+        ep_hidden: ep.hidden,
         ep_bytes: ep_b1,
         cp: cpc.fwd.0,
         cp_hidden: cpc.fwd.1,
@@ -879,8 +949,10 @@ pub(super) fn layer<T: Trace>(c: &Ctx, tr: &mut T) -> Result<(Block, TpLinks)> {
         mem: mem_b + lin.cast.1,
         tp: tp.bwd.exposed,
         tp_hidden: tp.bwd.hidden,
-        slow: tp.bwd.slowdown + cpc.slow.1 + ep.slowdown * 0.5,
+        slow: tp.bwd.slowdown + cpc.slow.1 + ep_bk.slowdown,
         tp_bytes: tp.bytes.1,
+        ep: ep_bk.exposed,
+        ep_hidden: ep_bk.hidden,
         cp: cpc.bwd.0,
         cp_hidden: cpc.bwd.1,
         cp_bytes: cpc.bytes.1,
@@ -894,7 +966,13 @@ pub(super) fn layer<T: Trace>(c: &Ctx, tr: &mut T) -> Result<(Block, TpLinks)> {
     // passes, so there the pass's host time stands as a whole.
     let paired = c.plan.ep_overlap || c.plan.schedule == crate::parallel::Schedule::DualPipe;
     let host_e = t_op * super::host::expert_ops_fwd(c);
-    let before = fwd.ep * 0.5 + parts.mlp_fwd;
+    // The forward dispatch's exposed part (`D`): half the pass's, or with the shared
+    // experts beside it its own window's.
+    let dispatch = match side {
+        Some([df, ..]) if !paired => bulk(ep1 * 0.5, df, c.kappa).exposed,
+        _ => fwd.ep * 0.5,
+    };
+    let before = dispatch + parts.mlp_fwd;
     let segmented = host_e > Seconds::ZERO && !paired;
     let fwd = Pass {
         host_time: host_f,
@@ -935,7 +1013,7 @@ pub(super) fn layer<T: Trace>(c: &Ctx, tr: &mut T) -> Result<(Block, TpLinks)> {
             format!(
                 "  host, MoE forward after the token-count copy (the GPU's queue is empty): experts' launches T_exp = {:.1} ops × {t_op} = {host_e}, dispatch D = {}, experts' GEMMs {g}, memory-bound after the dispatch {}, D + E = {before}; GPU idle = max(0, T_exp − (D + E), T_host − T_GPU) = {}",
                 super::host::expert_ops_fwd(c),
-                fwd.ep * 0.5,
+                dispatch,
                 parts.mlp_fwd - g,
                 fwd.host
             )
@@ -978,7 +1056,17 @@ pub(super) fn layer<T: Trace>(c: &Ctx, tr: &mut T) -> Result<(Block, TpLinks)> {
                 let (_, ph) = ep_pair_phases(a, parts, c.kappa);
                 format!(
                     "beside another micro-batch's layer (ep_overlap or dualpipe), four all-to-alls of a = {a} each in three phases (A_f = {}, M_d = {}, M_w = {}, M_f = {}, A_b = {}, memory-bound bytes on the attention side {side_f:.4e} of {bytes_f:.4e} forward, {side_b:.4e} of {bytes_b:.4e} backward; ' = stretched by κ = {} where overlapped): T₁ = max(a, A_f') = {}; dispatches end at D = max(a, M_d') + a = {}, experts at E = max(M_d' + M_w', a) + M_f' = {}; T₃ = max(D, E) + max(a, A_b') = {} → exposed T₁ + T₃ − G − slowdown = {}, hidden {}, slowdown {}",
-                    parts.attn_fwd, parts.mlp_dgrad, parts.mlp_wgrad, parts.mlp_fwd, parts.attn_bwd, c.kappa, ph[0], ph[1], ph[2], ph[3], ep.exposed, ep.hidden, ep.slowdown
+                    parts.attn_fwd, parts.mlp_dgrad, parts.mlp_wgrad, parts.mlp_fwd, parts.attn_bwd, c.kappa, ph[0], ph[1], ph[2], ph[3], ep.exposed + ep_bk.exposed, ep.hidden + ep_bk.hidden, ep.slowdown + ep_bk.slowdown
+                )
+            } else if let Some([df, cf, cb, db]) = side {
+                let a = ep1 * 0.5;
+                format!(
+                    "the shared experts beside their own all-to-alls of a = {a} each (moe_shared_expert_overlap; bulk windows, κ = {}): exposed = max(0, a − S − κ·min(a, S)) with S = FC1 + activation {df} beside the dispatch, FC2 {cf} beside the combine forward; FC2's gradients {cb} beside the combine's, FC1's {db} beside the dispatch's backward → exposed forward {}, backward {}, hidden {}, slowdown {}",
+                    c.kappa,
+                    ep.exposed,
+                    ep_bk.exposed,
+                    ep.hidden + ep_bk.hidden,
+                    ep.slowdown + ep_bk.slowdown
                 )
             } else {
                 "exposed (no schedule overlaps it: dispatch and combine sit between attention and the experts)".to_string()
