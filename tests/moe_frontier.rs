@@ -1853,11 +1853,11 @@ fn permute_bytes_follow_the_expert_tp_share() {
 }
 
 /// Llama 4 Scout over EP 16 on 32 B200 (two nodes), one sequence of 4096 per micro-batch,
-/// two micro-batches, with `--cuda-graphs` as given (and what follows it): without and with
+/// two micro-batches, with `rest` (precision, CUDA graphs, …): without and with
 /// `--shared-expert-overlap`.
-fn scout_with_shared_overlap(graphs: &str) -> (Vec<String>, Vec<String>) {
+fn scout_with_shared_overlap(rest: &str) -> (Vec<String>, Vec<String>) {
     let base: Vec<String> = format!(
-        "estimate --model llama4-scout --system dgx-b200 --gpus 32 --tp 1 --pp 1 --ep 16 --seq-len 4096 --micro-batch 1 --global-batch 64 --precision bf16 --cuda-graphs {graphs}"
+        "estimate --model llama4-scout --system dgx-b200 --gpus 32 --tp 1 --pp 1 --ep 16 --seq-len 4096 --micro-batch 1 --global-batch 64 {rest}"
     )
     .split_whitespace()
     .map(String::from)
@@ -1874,12 +1874,23 @@ fn scout_with_shared_overlap(graphs: &str) -> (Vec<String>, Vec<String>) {
 /// `exposed = max(0, a/2 − S(1 + κ))` when `S < a/2`, slowdown `κ·min(a/2, S)`; forward
 /// FC1 and SwiGLU (6 B per element of 8192 at 8 TB/s × 0.7, plus 4 µs) beside the dispatch
 /// and FC2 beside the combine, backward FC2's gradients beside the combine's and FC1's and
-/// SwiGLU's (10 B per element) beside the dispatch's. GEMM times from the explain lines;
-/// 48 MoE layers × 2 micro-batches; the DP reduction after the backward (`--dp-overlap
-/// false`), so the interference is the all-to-alls' alone.
+/// SwiGLU's (10 B per element) beside the dispatch's. In FP8 with current scaling each
+/// side also quantizes its GEMM's input (forward: FC1's 4096 × 5120, FC2's 4096 × 8192) or
+/// output gradient (backward: FC2's 4096 × 5120, FC1's 4096 × 2·8192): an amax pass
+/// reading 2 B and a cast reading 2 B and writing 1 B, no transposed copy on Blackwell,
+/// whose FP8 GEMMs take every layout: 5 B per element in 2 kernels. GEMM times from the explain lines; 48 MoE layers × 2 micro-batches; the DP
+/// reduction after the backward (`--dp-overlap false`), so the interference is the
+/// all-to-alls' alone.
 #[test]
 fn shared_expert_overlap_by_hand() {
-    let (base, on) = scout_with_shared_overlap("full --dp-overlap false");
+    shared_overlap_case("--precision bf16", 0.0);
+    shared_overlap_case("--precision fp8 --fp8-recipe current", 5.0);
+}
+
+fn shared_overlap_case(precision: &str, cast: f64) {
+    let (base, on) = scout_with_shared_overlap(&format!(
+        "{precision} --cuda-graphs full --dp-overlap false"
+    ));
     let base: Vec<&str> = base.iter().map(String::as_str).collect();
     let on: Vec<&str> = on.iter().map(String::as_str).collect();
     let (off_v, on_v) = (estimate_json(&base), estimate_json(&on));
@@ -1892,13 +1903,15 @@ fn shared_expert_overlap_by_hand() {
         &format!("a = {}", a.split(" per pass").next().unwrap()),
         "a ",
     );
-    let width = 4096.0 * 8192.0;
-    let mem = |bytes: f64| bytes / (8e12 * 0.7) + 4e-6;
+    let (tokens, h, f) = (4096.0, 5120.0, 8192.0);
+    let width = tokens * f;
+    let cast_k = if cast > 0.0 { 2.0 } else { 0.0 };
+    let mem = |bytes: f64, kernels: f64| bytes / (8e12 * 0.7) + kernels * 4e-6;
     let sides = [
-        of(&fc1, "fwd ") + mem(6.0 * width),
-        of(&fc2, "fwd "),
-        of(&fc2, "bwd "),
-        of(&fc1, "bwd ") + mem(10.0 * width),
+        of(&fc1, "fwd ") + mem(6.0 * width + cast * tokens * h, 1.0 + cast_k),
+        of(&fc2, "fwd ") + mem(cast * width, cast_k),
+        of(&fc2, "bwd ") + mem(cast * tokens * h, cast_k),
+        of(&fc1, "bwd ") + mem(10.0 * width + cast * 2.0 * width, 1.0 + cast_k),
     ];
     let kappa = 0.189;
     let half = a / 2.0;
@@ -1929,7 +1942,7 @@ fn shared_expert_overlap_by_hand() {
         2e-3,
         "slowdown",
     );
-    // Here FC2 forward is shorter than its all-to-all: part of the combine shows.
+    // FC2 forward is shorter than its all-to-all: part of the combine shows.
     assert!(exposed > 0.0 && exposed < 0.5 * a, "{exposed} of {a}");
     let t = |v: &serde_json::Value| v["iteration_time_s"].as_f64().unwrap();
     assert_close(
@@ -1944,10 +1957,14 @@ fn shared_expert_overlap_by_hand() {
 /// token-count copy, and Megatron-core leaves them out of the router's CUDA graph: with
 /// `moe_router` captured, the forward's host operations grow by the shared expert's two
 /// Transformer Engine GEMM calls and its activation (2 × 2.7 + 1 = 6.4), the backward's
-/// by their four gradient calls and the activation's (4 × 2.7 + 1 = 11.8).
+/// by their four gradient calls and the activation's (4 × 2.7 + 1 = 11.8), and the
+/// forward's launches after the copy (`T_exp`) by the same 6.4. The GPU work between the
+/// copy and the experts (`D`) is the forward dispatch's exposed part: `a/2` without the
+/// overlap; with it FC1 and SwiGLU (443.9 µs + 6·4096·8192 B / (8 TB/s × 0.7) + 4 µs =
+/// 483.8 µs) outlast `a/2` = 463.6 µs, so none.
 #[test]
 fn shared_expert_overlap_takes_the_shared_experts_out_of_the_router_graph() {
-    let (base, on) = scout_with_shared_overlap("moe_router");
+    let (base, on) = scout_with_shared_overlap("--precision bf16 --cuda-graphs moe_router");
     let base: Vec<&str> = base.iter().map(String::as_str).collect();
     let on: Vec<&str> = on.iter().map(String::as_str).collect();
     let ops = |args: &[&str], key: &str| -> f64 {
@@ -1959,6 +1976,27 @@ fn shared_expert_overlap_takes_the_shared_experts_out_of_the_router_graph() {
     let db = ops(&on, "backward ") - ops(&base, "backward ");
     assert!((df - 6.4).abs() < 0.05, "forward {df}");
     assert!((db - 11.8).abs() < 0.05, "backward {db}");
+    let copy = |args: &[&str]| explain_line(args, "after the token-count copy");
+    let t_exp = |args: &[&str]| -> f64 {
+        let line = copy(args);
+        let part = line.split("T_exp = ").nth(1).unwrap();
+        part.split(" ops").next().unwrap().trim().parse().unwrap()
+    };
+    let de = t_exp(&on) - t_exp(&base);
+    assert!((de - 6.4).abs() < 0.05, "experts' launches {de}");
+    let a = explain_line(&base, "EP all-to-all");
+    let a = a.split("EP all-to-all ").nth(1).unwrap();
+    let a = common::micros(
+        &format!("a = {}", a.split(" per pass").next().unwrap()),
+        "a ",
+    );
+    assert_close(
+        common::micros(&copy(&base), "dispatch D "),
+        a / 2.0,
+        2e-3,
+        "D",
+    );
+    assert_eq!(common::micros(&copy(&on), "dispatch D "), 0.0);
 }
 
 /// The shared-expert overlap where Megatron-core runs it, and refused elsewhere.
@@ -1971,6 +2009,7 @@ fn shared_expert_overlap_is_checked() {
         common::usage_error(&a, what);
     };
     refused("--ep-overlap", "cannot run beside the EP overlap");
+    refused("--pp 2 --schedule dualpipe", "cannot run with DualPipe");
     refused(
         "--recompute-modules shared_experts",
         "cannot run with shared_experts recomputed",
