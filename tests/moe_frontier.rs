@@ -2026,6 +2026,50 @@ fn shared_expert_overlap_is_checked() {
         ),
         "MoE latent projections",
     );
+    // A model file may give a shared expert beside a single routed one: that is a dense
+    // model to the estimate (the shared width is unused), and has nothing to overlap.
+    let dir = common::tmp("shared_overlap_dense");
+    let model = dir.join("dense-with-shared.toml");
+    let dense = text(&cli("show model llama3-8b"));
+    std::fs::write(
+        &model,
+        format!("{dense}\n[transformer.moe]\nexperts = 1\ntop_k = 1\nshared_experts = 1\n"),
+    )
+    .unwrap();
+    let path = model.to_str().unwrap();
+    common::usage_error(
+        &[
+            "estimate",
+            "--model",
+            path,
+            "--system",
+            "dgx-h100",
+            "--gpus",
+            "8",
+            "--global-batch",
+            "8",
+            "--shared-expert-overlap",
+        ],
+        "needs an MoE model with shared experts",
+    );
     let v = estimate_json(&cli(scout));
     assert_eq!(v["plan"]["shared_expert_overlap"], true);
+}
+
+/// `sweep --shared-expert-overlap` reaches every plan it ranks, and hides time.
+#[test]
+fn sweep_takes_the_shared_expert_overlap() {
+    let base = cli(
+        "sweep --model llama4-scout --system dgx-b200 --gpus 32 --seq-len 4096 --global-batch 64 --top 5",
+    );
+    let plain = json(&base);
+    let over = json(&[&base[..], &["--shared-expert-overlap"]].concat());
+    let rows = over["top"].as_array().unwrap();
+    assert!(!rows.is_empty());
+    assert!(
+        rows.iter()
+            .all(|r| r["plan"]["shared_expert_overlap"] == true)
+    );
+    let best = |v: &serde_json::Value| v["top"][0]["iteration_time_s"].as_f64().unwrap();
+    assert!(best(&over) <= best(&plain));
 }
