@@ -1886,6 +1886,7 @@ fn shared_expert_overlap_by_hand() {
     shared_overlap_case("--tp 1 --precision bf16", 0.0, 1.0);
     shared_overlap_case("--tp 1 --precision fp8 --fp8-recipe current", 5.0, 1.0);
     shared_overlap_case("--tp 2 --precision bf16", 0.0, 2.0);
+    shared_overlap_case("--tp 2 --precision fp8 --fp8-recipe current", 5.0, 2.0);
 }
 
 /// One case of [`shared_expert_overlap_by_hand`]: `cast` bytes per quantized element (0 in
