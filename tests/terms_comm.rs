@@ -231,6 +231,43 @@ fn cp_ring_transfers_run_beside_one_blocks_attention() {
         1e-6,
         "CP hidden",
     );
+    // Each window slows the attention beside it by κ·o, o = min(C, W): forward
+    // 0.189·min(19.58, 4.95) µs, backward 0.189·min(25.18, 6.83) µs, 71.2 µs over 32
+    // layers. With the DP reduction after the backward (`--dp-overlap false`) the
+    // interference is that and the TP windows' (the explain's per-layer figures).
+    let o = |bytes: f64, w: f64| (14e-6 + bytes / 47e9).min(w);
+    let cp_slow = 32.0 * KAPPA * (o(block, att_f / 2.0) + o(2.0 * block, att_b / 2.0));
+    approx::assert_relative_eq!(cp_slow, 71.2e-6, max_relative = 2e-3);
+    let plan = [
+        "--gpus",
+        "16",
+        "--tp",
+        "8",
+        "--cp",
+        "2",
+        "--seq-len",
+        "1024",
+        "--global-batch",
+        "1",
+        "--dp-overlap",
+        "false",
+    ];
+    let explained = common::text(&common::llama8b_args(
+        "estimate",
+        &[&plan[..], &["--explain"]].concat(),
+    ));
+    let tp_slow: f64 = explained
+        .lines()
+        .filter(|l| l.contains("TP window, "))
+        .map(|l| common::micros(l, "interference ") * 1e-6)
+        .sum();
+    let serial = common::json(&common::llama8b_args("estimate", &plan));
+    close(
+        serial["time_breakdown"]["interference_s"].as_f64().unwrap(),
+        32.0 * tp_slow + cp_slow,
+        1e-3,
+        "TP and CP interference",
+    );
     // Full recomputation runs each layer's forward again, its ring transfers beside the
     // same blocks: one more forward's exposed and hidden share per layer.
     let full = cp2_across_two_dgx(&["--recompute", "full"]);
