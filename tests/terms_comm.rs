@@ -238,20 +238,7 @@ fn cp_ring_transfers_run_beside_one_blocks_attention() {
     let o = |bytes: f64, w: f64| (14e-6 + bytes / 47e9).min(w);
     let cp_slow = 32.0 * KAPPA * (o(block, att_f / 2.0) + o(2.0 * block, att_b / 2.0));
     approx::assert_relative_eq!(cp_slow, 71.2e-6, max_relative = 2e-3);
-    let plan = [
-        "--gpus",
-        "16",
-        "--tp",
-        "8",
-        "--cp",
-        "2",
-        "--seq-len",
-        "1024",
-        "--global-batch",
-        "1",
-        "--dp-overlap",
-        "false",
-    ];
+    let plan = [&CP2_ACROSS_TWO_DGX[..], &["--dp-overlap", "false"]].concat();
     let explained = common::text(&common::llama8b_args(
         "estimate",
         &[&plan[..], &["--explain"]].concat(),
@@ -312,22 +299,24 @@ fn cp_all_to_all_with_tp_moves_the_tp_share() {
     );
 }
 
+/// The plan of [`cp2_across_two_dgx`].
+const CP2_ACROSS_TWO_DGX: [&str; 10] = [
+    "--gpus",
+    "16",
+    "--tp",
+    "8",
+    "--cp",
+    "2",
+    "--seq-len",
+    "1024",
+    "--global-batch",
+    "1",
+];
+
 /// Llama 3 8B on 16 H100s (two DGX nodes), TP 8 and CP 2, one sequence of 1024, with
 /// `extra`: the estimate's JSON.
 fn cp2_across_two_dgx(extra: &[&str]) -> serde_json::Value {
-    let mut a = vec![
-        "--gpus",
-        "16",
-        "--tp",
-        "8",
-        "--cp",
-        "2",
-        "--seq-len",
-        "1024",
-        "--global-batch",
-        "1",
-    ];
-    a.extend_from_slice(extra);
+    let a = [&CP2_ACROSS_TWO_DGX[..], extra].concat();
     common::json(&common::llama8b_args("estimate", &a))
 }
 
