@@ -2,7 +2,7 @@
 //! `--bf16-last-layers`; Megatron-core `first_last_layers_bf16`): each such layer costs what
 //! the same layer costs in a BF16 plan, and nothing else changes.
 
-mod common;
+use crate::common;
 
 const PLAN: [&str; 14] = [
     "estimate",

@@ -2,7 +2,7 @@
 //! known parameters are fitted, the fitted device or system is written, read back by the
 //! product, and reproduces every measurement within what the fit reports.
 
-mod common;
+use crate::common;
 use astrolabe::catalog;
 use astrolabe::compute::Precision;
 use astrolabe::estimate;

@@ -9,7 +9,7 @@
 //! reduce-scatter, all-gather and all-to-all, 1 send/recv). The regimes: LL, LL128 and
 //! Simple rings inside a node; across four nodes trees (LL, LL128) below a Simple ring.
 
-mod common;
+use crate::common;
 use common::{bin as cli, json, tmp as dir};
 use std::path::Path;
 

@@ -3,7 +3,7 @@
 //! unit per column, plain ASCII when piped, completions, the man page and an example in
 //! every `--help`.
 
-mod common;
+use crate::common;
 
 use common::{GPT3, bin, json, text};
 use serde_json::Value;

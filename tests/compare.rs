@@ -3,7 +3,7 @@
 //! variant; the flag form and `--plot` work end to end.
 //!
 //! Goldens live in `tests/golden/compare/`; regenerate them with
-//! `UPDATE_GOLDEN=1 cargo test --release --test compare` and review the diff.
+//! `UPDATE_GOLDEN=1 cargo test --release --test suite compare::` and review the diff.
 
 use assert_cmd::Command;
 use astrolabe::compare::{self, builtin};

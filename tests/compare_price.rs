@@ -1,7 +1,7 @@
 //! A system file's own `gpu_hour_price`: compare prices that system's columns with it,
 //! a flag overrides it, and a bad price is refused naming the file and the key.
 
-mod common;
+use crate::common;
 
 use common::{bin, ok, tmp};
 use serde_json::Value;

@@ -2,7 +2,7 @@
 //! files, and bad input (misspelt keys with file, line, column and the valid keys;
 //! unknown names with the closest built-in; invalid plans).
 
-mod common;
+use crate::common;
 
 use assert_cmd::Command;
 use predicates::str::contains;

@@ -8,7 +8,7 @@
 //! `benchmark/sdpa_benchmark_training/results/`, Llama 3.1 shapes, causal, at 4096 and 8192
 //! tokens), not read from the presets.
 
-mod common;
+use crate::common;
 
 /// Mean of time₁₆/time₈ at the two lengths: `[(t16, t8) at 8192, (t16, t8) at 4096]`.
 fn speedup(pairs: [(f64, f64); 2]) -> f64 {

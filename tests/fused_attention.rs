@@ -19,7 +19,7 @@
 //! 0.35 · 0.925441) + 4 µs = 53.63 µs + 4 µs = 57.63 µs; backward = 2.5·2^34 / (989 TFLOP/s ·
 //! 0.34 · 0.925441) + 4 µs = 138.02 µs + 4 µs = 142.02 µs.
 
-mod common;
+use crate::common;
 use common::{h100_tp8_explain_line, micros, usage_error};
 
 /// (forward, backward) µs of the fused attention in `--explain` for Llama 2 7B on 8 H100

@@ -6,7 +6,7 @@
 //! also leaves it idle while its experts' launches outlast the dispatch and the experts'
 //! own GPU work (the token-count copy empties the GPU's queue before them).
 
-mod common;
+use crate::common;
 
 use approx::assert_relative_eq;
 use serde_json::Value;

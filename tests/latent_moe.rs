@@ -6,7 +6,7 @@
 //! Mamba + 8 attention + 40 MoE layers, MTP "*E" at 2 depths with shared weights). Every
 //! tolerance is far below 5 %: a term that moves by 5 % fails its test.
 
-mod common;
+use crate::common;
 use approx::assert_relative_eq;
 use common::{bin, json, line_after, micros};
 

@@ -2,7 +2,7 @@
 //! refuse above a documented limit before writing anything; a refused or failed export
 //! leaves no files; long tables cap with a note.
 
-mod common;
+use crate::common;
 
 use astrolabe::astra::{chakra, export, iteration};
 use astrolabe::estimate::scenario::Scenario;

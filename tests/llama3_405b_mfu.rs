@@ -6,7 +6,7 @@
 //! that year's fused-attention kernels (FlashAttention-2's measured rates,
 //! tests/data/modern/h100-2024.toml).
 
-mod common;
+use crate::common;
 
 /// The best plan's MFU of the default sweep with the published (tp, cp, pp), micro-batch 1.
 fn best_mfu(gpus: u32, cp: u32, seq: u32) -> f64 {

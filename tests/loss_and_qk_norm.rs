@@ -4,7 +4,7 @@
 //! tokens T = 4096, h = 2048, vocabulary V = 151936, 32 query and 4 key heads of 128), and
 //! a layer's norms, bias-dropout-adds, activation and bias gradients (GPT-3 5B).
 
-mod common;
+use crate::common;
 
 use serde_json::Value;
 

@@ -14,8 +14,8 @@
 //!
 //! Each assertion fails if its term changes by 5%.
 
-mod common;
-mod terms_support;
+use crate::common;
+use crate::terms_support;
 
 use astrolabe::catalog;
 use astrolabe::compute::{Fp8Recipe, Precision};

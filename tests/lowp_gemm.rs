@@ -4,7 +4,7 @@
 //! per-layer times from `Device::gemm_time_at` at `Device::gemm_peak`, the way the
 //! estimator times the linear layers.
 
-mod common;
+use crate::common;
 
 use astrolabe::catalog;
 use astrolabe::compute::Precision;

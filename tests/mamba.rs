@@ -4,7 +4,7 @@
 //! (54 Mamba, 10 attention, 54 MLP), h 8192, Mamba 256 heads of 64, state 256, 8 groups,
 //! chunk 128. Every tolerance is far below 5%: a term that moves by 5% fails its test.
 
-mod common;
+use crate::common;
 use approx::assert_relative_eq;
 use common::{bin, json, micros};
 use serde_json::Value;

@@ -2,7 +2,7 @@
 //! buffers, library workspaces and allocator fragmentation, `1.5 GiB + 3 %` of HBM by
 //! default, `--memory-reserve` to change it; fit checks and sweeps use it.
 
-mod common;
+use crate::common;
 use common::{bin, json};
 
 const GIB: f64 = 1073741824.0;

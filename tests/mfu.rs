@@ -3,7 +3,7 @@
 //! BF16 one; `mfu_at_precision_peak` is NVIDIA's convention (an FP8 run against the FP8
 //! peak), labelled as such.
 
-mod common;
+use crate::common;
 
 /// Llama 3 8B on 8 H100 in FP8 (NVIDIA H100 SXM datasheet: BF16 989 TFLOP/s, FP8 1979
 /// dense): MFU = model FLOPs / (time · 989e12 · 8), and the NVIDIA-convention figure is

@@ -3,7 +3,7 @@
 //! volumes, activation memory), LoRA (trainable parameters and their reduction), HSDP
 //! (state sharding), FP8-family precisions (weight copies, device support) and `--seq-len`.
 
-mod common;
+use crate::common;
 
 use approx::assert_relative_eq;
 use astrolabe::catalog;

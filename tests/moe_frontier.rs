@@ -3,7 +3,7 @@
 //! window, and the rack-scale plans the issue names (a 256-GPU GB200 job, an 8-GPU GB300
 //! MoE job with EP 8, EP larger than DP under folding).
 
-mod common;
+use crate::common;
 use common::{json, text};
 
 /// A command line as its words (the tests write each command as one line).

@@ -2,7 +2,7 @@
 //! 70B fine-tune that fits only with optimizer offload, the GB200 tier against a PCIe host,
 //! `--explain`, the sweep axis, and bad input.
 
-mod common;
+use crate::common;
 
 use approx::assert_relative_eq;
 use common::{bin, json};

@@ -3,7 +3,7 @@
 //! CSV table per file; exit status 3 for a plan that does not fit; the defaults of
 //! today's practice. CLI conventions are in tests/cli_conventions.rs.
 
-mod common;
+use crate::common;
 
 use common::{GPT3, bin, json, text};
 use predicates::str::contains;

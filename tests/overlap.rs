@@ -6,7 +6,7 @@
 //! (p−1)/p · n at B; a hierarchical one over 8 × p₂ does the inner phase on n and the outer
 //! one on n/8 (Thakur et al. 2005; Chan et al. 2007).
 
-mod common;
+use crate::common;
 
 use approx::assert_relative_eq;
 use astrolabe::catalog;

@@ -5,7 +5,7 @@
 //! every second matmul of a block, `wk`, `wo` and `w3`, with every memory-bound operation
 //! (torchtitan/distributed/activation_checkpoint.py).
 
-mod common;
+use crate::common;
 use common::{computed, json, line_after, micros, usage_error};
 
 /// FLOPs recomputed per token: wk 2·4096·1024 + wo 2·4096·4096 + w3 2·4096·14336 =

@@ -3,7 +3,7 @@
 //! infinity printed, a silently wrong answer, or exit 0 on an input that cannot be computed.
 //! The ASTRA-sim and Chakra defects are in `regression_astra.rs`.
 
-mod common;
+use crate::common;
 use common::*;
 use predicates::prelude::*;
 use predicates::str::contains;

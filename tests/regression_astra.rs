@@ -2,7 +2,7 @@
 //! Chakra traces, one per defect, named after what broke (the others are in
 //! `regression.rs`).
 
-mod common;
+use crate::common;
 use astrolabe::astra::chakra::{self, AttributeProto, GlobalMetadata, Node, TraceFile, node_type};
 use common::*;
 use std::path::Path;

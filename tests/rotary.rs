@@ -9,7 +9,7 @@
 //! (4 + 4) heads × 128 = 4 194 304; bytes 4 per element = 16 777 216 B; at 3.35 TB/s × 0.7
 //! (the preset's memory efficiency) 7.154 µs, plus 2 kernels × 4 µs: 15.154 µs per pass.
 
-mod common;
+use crate::common;
 use common::{h100_tp8_explain_line, micros};
 
 /// (forward, backward) µs of the memory-bound line of `--explain` for `model`.

@@ -29,7 +29,7 @@
 //!   4096: 18 layers · 2·(4096 − 128)·64·(64 + 64) = 1 170 210 816 FLOP per token fewer
 //!   forward.
 
-mod common;
+use crate::common;
 use astrolabe::catalog;
 use astrolabe::model::Transformer;
 use astrolabe::model::attention::causal_window_pairs;

@@ -6,8 +6,8 @@
 //! themselves (`tests/overlap.rs` checks the windows); each fails if its term changes by
 //! 5%. (Flat dispatch on the DGX H100 preset is also in `tests/moe_frontier.rs`.)
 
-mod common;
-mod terms_support;
+use crate::common;
+use crate::terms_support;
 
 use astrolabe::catalog;
 use astrolabe::estimate::{CommClass, Estimate};

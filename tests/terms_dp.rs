@@ -6,8 +6,8 @@
 //! collectives whatever the windows hide (`tests/overlap.rs` checks the windows), so these
 //! pin the terms; each fails if its term changes by 5%.
 
-mod common;
-mod terms_support;
+use crate::common;
+use crate::terms_support;
 
 use astrolabe::estimate::{CommClass, Estimate};
 use astrolabe::parallel::{PlanSpec, Zero3Impl};

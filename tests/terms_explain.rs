@@ -4,7 +4,7 @@
 //! reach it, B; on a FullyConnected block one of p − 1 links, B/(p−1); through a switch
 //! port, B. (Found by cargo-mutants: nothing read these strings.)
 
-mod common;
+use crate::common;
 use common::text;
 
 #[test]

@@ -7,7 +7,7 @@
 //! embedding and the head make the stages unequal, beside an exact form to 1e-6, else 1e-9).
 //! (DualPipe's bubble, `(p/2 − 1)·F`, is checked by hand in `tests/moe_frontier.rs`.)
 
-mod terms_support;
+use crate::terms_support;
 
 use astrolabe::estimate::{CommClass, Estimate};
 use astrolabe::parallel::{PlanSpec, Schedule};

@@ -12,7 +12,7 @@
 //! nothing is fitted to any row here. Measured time is `step_time_s` (the table's tokens/s
 //! per GPU turned into seconds per step). Run with `--nocapture` for the per-row table.
 
-mod common;
+use crate::common;
 use serde::Deserialize;
 use std::collections::BTreeMap;
 

@@ -7,7 +7,7 @@
 //! attention; Llama 3.1 8B pretraining). The MI300X rows recompute 21 of 80 layers, which the
 //! model cannot state (recomputation is all or nothing), and are left to the docs' table.
 
-mod common;
+use crate::common;
 
 use serde::Deserialize;
 

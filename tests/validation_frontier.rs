@@ -44,7 +44,7 @@
 //! Kimi K2's row trained with the Muon optimizer (the table's note), which the model does
 //! not have; it runs with Adam here and is printed apart from the bounded rows.
 
-mod common;
+use crate::common;
 use serde::Deserialize;
 
 #[derive(Debug, Deserialize)]

@@ -11,7 +11,7 @@
 //! 64, one micro-batch per replica) and GPT-3 on 11 616 GPUs (data parallelism over 484
 //! nodes in 200 MB buckets).
 
-mod common;
+use crate::common;
 
 use serde::Deserialize;
 

@@ -21,8 +21,8 @@
 //! `--nocapture` for the docs table
 //! (docs/validation-modern.md).
 
+use crate::common;
 use astrolabe::catalog;
-mod common;
 use serde::Deserialize;
 
 #[derive(Debug, Deserialize)]

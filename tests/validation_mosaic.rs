@@ -17,7 +17,7 @@
 //! 7–73 % faster, the gap growing with the sequence) is printed and explained in
 //! docs/validation-modern.md ("MosaicML llm-foundry").
 
-mod common;
+use crate::common;
 
 use serde::Deserialize;
 

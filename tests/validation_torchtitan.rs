@@ -16,7 +16,7 @@
 //!   which the cap leaves nearly unchanged (Float8 over BF16, async over vanilla TP, 8 over
 //!   128 GPUs), and the direction of every row (the capped GPU is slower, never faster).
 
-mod common;
+use crate::common;
 
 use serde::Deserialize;
 

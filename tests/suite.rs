@@ -1,0 +1,84 @@
+//! The integration tests, one module per file of `tests/`, built as one binary (a test
+//! binary each cost a release build and link apiece; one keeps CI inside its time). Run one
+//! file's tests with its module path: `cargo test --release --test suite terms_dp::`.
+//! `estimate_alloc` and `collective_alloc` stay binaries of their own: each installs a
+//! counting global allocator, which would count every other test's allocations here.
+
+mod common;
+mod terms_support;
+
+mod astra_cli;
+mod astra_collectives;
+mod astra_iteration;
+mod astra_mismatched;
+mod astra_offload;
+mod astra_trace;
+mod bands;
+mod bf16_layers;
+mod calibrate_gemm_step;
+mod calibrate_nccl;
+mod calibrate_roundtrip;
+mod calibrate_step;
+mod catalog;
+mod catalog_amd;
+mod catalog_families;
+mod catalog_frontier;
+mod cli_conventions;
+mod collective;
+mod collective_cli;
+mod collective_compose;
+mod collective_nccl;
+mod collective_options;
+mod collective_total;
+mod compare;
+mod compare_price;
+mod docs_examples;
+mod estimate;
+mod estimate_bound;
+mod estimate_cli;
+mod estimate_props;
+mod fp8_attention;
+mod fused_attention;
+mod host;
+mod latent_moe;
+mod limits;
+mod limits_props;
+mod llama3_405b_mfu;
+mod loss_and_qk_norm;
+mod low_precision_weights;
+mod lowp_gemm;
+mod mamba;
+mod memo;
+mod memory_reserve;
+mod mfu;
+mod modern_models;
+mod modern_plans;
+mod moe_frontier;
+mod offload;
+mod offload_terms;
+mod output_schema;
+mod overlap;
+mod overlap_rankings;
+mod parsers_fuzz;
+mod plots;
+mod properties;
+mod recompute_op;
+mod regression;
+mod regression_astra;
+mod rotary;
+mod sensitivity;
+mod sliding_window;
+mod sweep;
+mod sweep_codesign;
+mod terms_comm;
+mod terms_dp;
+mod terms_explain;
+mod terms_pipeline;
+mod validation_2025;
+mod validation_amd;
+mod validation_frontier;
+mod validation_korthikanti;
+mod validation_mlperf;
+mod validation_modern;
+mod validation_mosaic;
+mod validation_torchtitan;
