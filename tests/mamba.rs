@@ -735,3 +735,36 @@ fn a_pattern_of_attention_and_mlp_blocks_is_the_transformer() {
     );
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// Selective recomputation recomputes the core attention (Megatron-core's `core_attn`:
+/// softmax(QKᵀ)·V) and nothing else, so a hybrid's Mamba and MLP layers recompute nothing,
+/// even without flash attention, where the attention layers recompute their unfused core
+/// attention. Nemotron-H 8B (24 Mamba, 4 attention and 24 MLP layers) on one DGX H100, one
+/// micro-batch of 4096: the iteration's recompute is 4 × the attention layer's.
+#[test]
+fn selective_recompute_skips_a_hybrids_mamba_layers() {
+    let v = json(
+        &"estimate --model nemotron-h-8b --system dgx-h100 --gpus 8 --seq-len 4096 --global-batch 8 --recompute selective --flash-attention false --explain"
+            .split_whitespace()
+            .collect::<Vec<_>>(),
+    );
+    let lines: Vec<&str> = v["explain"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l.as_str().unwrap())
+        .filter(|l| l.contains("layer total:"))
+        .collect();
+    assert_eq!(lines.len(), 3, "{lines:?}");
+    let recompute = |l: &str| micros(l, "recompute ");
+    // The kinds in the order of the pattern's first appearance: Mamba, attention, MLP.
+    assert_eq!(recompute(lines[0]), 0.0, "{}", lines[0]);
+    assert_eq!(recompute(lines[2]), 0.0, "{}", lines[2]);
+    let attention = recompute(lines[1]);
+    assert!(attention > 0.0, "{}", lines[1]);
+    assert_relative_eq!(
+        v["time_breakdown"]["recompute_s"].as_f64().unwrap() * 1e6,
+        4.0 * attention,
+        max_relative = 1e-3
+    );
+}

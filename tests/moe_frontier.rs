@@ -261,6 +261,39 @@ fn ep_phases_split_with_biases_by_hand() {
     split_by_hand("gpt-oss-20b", (87_552.0, 225_792.0), (115_712.0, 328_192.0));
 }
 
+/// A hybrid's MoE layer with biases: Nemotron 3 Nano (h = 2688, 128 experts of 1856 top-6
+/// and two shared ones of 1856, squared ReLU, no attention in its `E` layers) given
+/// `bias = true`, on one DGX H100, TP 1, EP 8, T = 4096 tokens, EP overlap. The `E` layer
+/// is the transformer layer's second half: one norm and one bias-dropout-add (7 B/elem
+/// forward, 5 backward with biases), none of them before the dispatch, so its attention
+/// side holds only half the permutation, `(6·k + 2)·T·h / 2 = 19·T·h = 209,190,912 B`,
+/// forward and backward; its bias gradients (the row-parallel output's column sums, 2 B per
+/// element: 2·T·h = 22,020,096 B) fall on the expert side. All forward:
+/// 11·T·h + 4·T·(6 + 2)·1856 + 38·T·h = 121,110,528 + 243,269,632 + 418,381,824 =
+/// 782,761,984 B; backward: 17·T·h + 6·T·14,848 + 2·T·h + 38·T·h = 187,170,816 +
+/// 364,904,448 + 22,020,096 + 418,381,824 = 992,477,184 B.
+#[test]
+fn a_hybrid_moe_layer_keeps_its_bias_gradients_on_the_expert_side() {
+    let spec = std::fs::read_to_string("models/nemotron-3-nano-30b-a3b.toml")
+        .unwrap()
+        .replace("bias = false", "bias = true");
+    assert!(spec.contains("bias = true"));
+    let path = common::tmp("hybrid_bias").join("nano-bias.toml");
+    std::fs::write(&path, spec).unwrap();
+    let mut args = vec!["estimate", "--model", path.to_str().unwrap()];
+    args.extend(
+        "--system dgx-h100 --gpus 8 --tp 1 --ep 8 --etp 1 --seq-len 4096 --global-batch 8 --cuda-graphs full --ep-overlap --explain"
+            .split_whitespace(),
+    );
+    let out = common::bin().args(args).output().unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    let want = format!(
+        "memory-bound bytes on the attention side {:.4e} of {:.4e} forward, {:.4e} of {:.4e} backward",
+        209_190_912.0, 782_761_984.0, 209_190_912.0, 992_477_184.0
+    );
+    assert!(text.contains(&want), "{want}\n{text}");
+}
+
 /// TP 2 with sequence parallelism: a rank holds 2048 of the 4096 tokens. With ETP 1 it
 /// dispatches only those (64 MiB, EP 8 over the node): 31.12 ms. With ETP 2 the two TP
 /// ranks gather the micro-batch first and each sends all 4096 tokens over EP 4 (the four

@@ -74,6 +74,7 @@ mod terms_comm;
 mod terms_dp;
 mod terms_explain;
 mod terms_pipeline;
+mod terms_simple;
 mod validation_2025;
 mod validation_amd;
 mod validation_frontier;

@@ -210,10 +210,17 @@ fn tp_window_line_names_why_it_is_exposed() {
 
 /// Every GEMM line of the explain names a GEMM the layer has, and no number prints as NaN
 /// or infinity: a dense GQA model, an MoE, an MLA model and a hybrid Mamba model (the
-/// unused projection slots of a GQA layer stay out).
+/// unused projection slots of a GQA layer stay out). The memory-bound lines of the Mamba
+/// kernels and of the MoE permutation appear once, for the kind of layer that has them
+/// (DeepSeek-V3's first three dense layers print none).
 #[test]
 fn explain_lists_only_real_gemms_and_finite_numbers() {
-    for model in ["llama3-8b", "qwen3-30b-a3b", "deepseek-v3", "nemotron-h-8b"] {
+    for (model, mamba, permute) in [
+        ("llama3-8b", 0, 0),
+        ("qwen3-30b-a3b", 0, 1),
+        ("deepseek-v3", 0, 1),
+        ("nemotron-h-8b", 1, 0),
+    ] {
         let out = common::computed(&[
             "estimate",
             "--model",
@@ -239,5 +246,8 @@ fn explain_lists_only_real_gemms_and_finite_numbers() {
                 "{model}: {line}"
             );
         }
+        let count = |needle: &str| out.lines().filter(|l| l.contains(needle)).count();
+        assert_eq!(count("Mamba memory-bound"), mamba, "{model}");
+        assert_eq!(count("MoE permute + unpermute"), permute, "{model}");
     }
 }
