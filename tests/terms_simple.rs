@@ -9,7 +9,7 @@ use crate::terms_support;
 use astrolabe::estimate::{CommClass, Estimate};
 use astrolabe::model::{Model, ModelSpec};
 use astrolabe::parallel::PlanSpec;
-use terms_support::{all_reduce, all_to_all, close, run, system};
+use terms_support::{all_reduce, all_to_all, close, mem, run, system};
 
 const BW: f64 = 100e9;
 const ALPHA: f64 = 1e-6;
@@ -32,11 +32,6 @@ fn four_gpus(m: &Model, b: u32, global: u32) -> Estimate {
             ..PlanSpec::default()
         },
     )
-}
-
-/// A100: memory-bound time of `bytes` in `kernels` launches.
-fn mem(bytes: f64, kernels: f64) -> f64 {
-    bytes / (2039e9 * 0.7) + kernels * 4e-6
 }
 
 /// A small DLRM: 8 tables of 1000 rows × 64 (fp32), 2 lookups per table, bottom MLP
