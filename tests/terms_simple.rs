@@ -54,6 +54,9 @@ fn four_gpus(m: &Model, b: u32, global: u32) -> Estimate {
 ///   tables saw (1024 elements per sample × 2048 / 4 GPUs, each read as a gradient and read
 ///   and written: 12 B), in 4 kernels;
 /// - memory: activations 110·256·4 B, buffers both all-to-all directions 2·256·2048 B.
+///
+/// Then the model FLOPs and MFU, the model states, the groups, one GPU (nothing exchanged)
+/// and buckets small enough for the DP overlap to matter.
 #[test]
 fn dlrm_terms_by_hand() {
     let m = model(
@@ -118,6 +121,59 @@ top_mlp = [10]
         "activations",
     );
     close(e.memory.buffers.get(), 2.0 * b * 2048.0, 1e-12, "buffers");
+    // Model FLOPs: forward + backward (3×) of every sample of the global batch; MFU against
+    // 4 A100s' BF16 peak over the iteration.
+    let flops = 3.0 * 14_800.0 * 2048.0;
+    close(e.metrics.model_flops, flops, 1e-12, "model FLOPs");
+    close(e.metrics.mfu, flops / (total * 312e12 * 4.0), 1e-9, "MFU");
+    // Model states: the MLPs replicated under mixed-precision Adam (2, 2, 12 B per
+    // parameter); each device's quarter of the tables (8·1000·64/4 = 128,000 fp32 values)
+    // counts once as weights and once as the sparse optimizer's state.
+    let emb = 8.0 * 1000.0 * 64.0 / 4.0 * 4.0;
+    close(e.memory.weights.get(), 5170.0 * 2.0 + emb, 1e-12, "weights");
+    close(e.memory.gradients.get(), 5170.0 * 2.0, 1e-12, "gradients");
+    close(
+        e.memory.optimizer.get(),
+        5170.0 * 12.0 + emb,
+        1e-12,
+        "optimizer",
+    );
+    // The groups: DP spans the 4 ports; TP and PP are single devices.
+    let sizes: Vec<u32> = e.groups.iter().map(|g| g.size).collect();
+    assert_eq!((sizes[0], sizes[2], sizes[3]), (1, 4, 1), "{sizes:?}");
+    // On one GPU nothing is exchanged: no gradient bytes, no all-reduce.
+    let one = run(
+        &m,
+        &system("switch(4, 100GB/s, 1us)"),
+        PlanSpec {
+            gpus: Some(1),
+            micro_batch: 256,
+            global_batch: Some(512),
+            ..PlanSpec::default()
+        },
+    );
+    let dp1 = one.time.class(CommClass::Dp);
+    assert_eq!((dp1.bytes.get(), dp1.exposed.get()), (0.0, 0.0));
+    // Buckets of a quarter of the MLP gradients (5170 B) on a 1 GB/s switch: the all-reduce
+    // t = 6 µs + 1.5·20,680 B / 1 GB/s = 37.02 µs; the three buckets before the last
+    // (¾·t = 27.77 µs) hide under the MLP backward of a micro-batch (2·14.52 µs =
+    // 29.04 µs); the last, t/4, is exposed.
+    let slow = run(
+        &m,
+        &system("switch(4, 1GB/s, 1us)"),
+        PlanSpec {
+            gpus: Some(4),
+            micro_batch: 256,
+            global_batch: Some(2048),
+            dp_bucket: Some(astrolabe::units::Bytes::new(5170.0)),
+            ..PlanSpec::default()
+        },
+    );
+    let t = all_reduce(5170.0 * 4.0, 4.0, ALPHA, 1e9);
+    assert!(0.75 * t < 2.0 * mlp && 0.75 * t > mlp / 2.0, "{t} {mlp}");
+    let dps = slow.time.class(CommClass::Dp);
+    close(dps.hidden.get(), 0.75 * t, 1e-9, "hidden buckets");
+    close(dps.exposed.get(), 0.25 * t, 1e-9, "last bucket");
 }
 
 /// A layered model of two layers at half the BF16 peak: one of 3·10¹⁰ FLOP, 5·10⁷
@@ -178,4 +234,20 @@ collective = "none"
     );
     close(e.memory.activations.get(), 15e6 * b, 1e-12, "activations");
     close(e.memory.buffers.get(), 2.0 * 25e6, 1e-12, "buffers");
+    // Model FLOPs 3·4·10¹⁰ per sample of the global batch; the model states of all 6·10⁷
+    // parameters under mixed-precision Adam (2, 2, 12 B), replicated.
+    close(
+        e.metrics.model_flops,
+        3.0 * 4e10 * 64.0,
+        1e-12,
+        "model FLOPs",
+    );
+    close(e.memory.weights.get(), 6e7 * 2.0, 1e-12, "weights");
+    close(e.memory.gradients.get(), 6e7 * 2.0, 1e-12, "gradients");
+    close(
+        e.memory.optimizer.get(),
+        6e7 * 12.0,
+        1e-12,
+        "optimizer states",
+    );
 }
