@@ -217,45 +217,6 @@ impl Trace for Vec<String> {
     }
 }
 
-/// Plan rows beyond the defaults, for the plan table: CP (when > 1), a sequence length
-/// other than the model's, and an uneven pipeline split.
-pub fn plan_extras(model: &Model, p: &Plan) -> Vec<(&'static str, String)> {
-    let mut out = Vec::new();
-    if p.cp > 1 {
-        out.push(("CP", format!("{} ({})", p.cp, p.cp_kind.name())));
-    }
-    if p.hsdp > 1 {
-        out.push((
-            "HSDP",
-            format!("shard groups of {}, {} replicas", p.hsdp, p.dp / p.hsdp),
-        ));
-    }
-    if p.lora_rank > 0 {
-        out.push((
-            "LoRA rank",
-            format!("{} (base weights frozen)", p.lora_rank),
-        ));
-    }
-    if let Some(t) = model.transformer() {
-        if p.seq_len != t.s as u32 {
-            out.push(("sequence length", p.seq_len.to_string()));
-        }
-        let st = p.stages;
-        let even =
-            t.layers.is_multiple_of(p.pp) && st.first == st.last && st.max_layers() == st.first;
-        if p.pp > 1 && !even {
-            out.push((
-                "layers per stage",
-                format!(
-                    "first {}, middle ≤ {} ({} in all), last {}",
-                    st.first, st.mid_max, st.mid_sum, st.last
-                ),
-            ));
-        }
-    }
-    out
-}
-
 /// Validates a plan spec for this model and system (`gpus` defaults to the system's).
 pub fn plan(model: &Model, system: &System, spec: &PlanSpec) -> Result<Plan> {
     Plan::new(spec, model, system.gpus().min(u32::MAX as u64) as u32)

@@ -5,6 +5,7 @@
 use crate::common;
 
 use assert_cmd::Command;
+use predicates::prelude::*;
 use predicates::str::contains;
 use std::path::PathBuf;
 
@@ -54,6 +55,41 @@ fn table_output_has_every_part() {
         .stdout(contains("MFU"))
         .stdout(contains("GPU-hours"))
         .stdout(contains("optimizer states"));
+}
+
+/// The plan table shows the HSDP shard groups and the LoRA rank when a plan uses them:
+/// 16 GPUs in shard groups of 8 are 16/8 = 2 replicas. A plan without them has neither row.
+#[test]
+fn plan_table_shows_hsdp_and_lora_when_used() {
+    let base = "estimate --model llama3-8b --system dgx-h100 --gpus 16";
+    let out = bin()
+        .args(base.split_whitespace())
+        .args("--hsdp 8 --lora-rank 16".split_whitespace())
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let text = String::from_utf8(out).unwrap();
+    let row = |k: &str| {
+        text.lines()
+            .find(|l| l.starts_with(&format!("| {k} ")))
+            .map(|l| l.split('|').nth(2).unwrap().trim().to_string())
+    };
+    assert_eq!(
+        row("HSDP").as_deref(),
+        Some("shard groups of 8, 2 replicas")
+    );
+    assert_eq!(
+        row("LoRA rank").as_deref(),
+        Some("16 (base weights frozen)")
+    );
+    bin()
+        .args(base.split_whitespace())
+        .assert()
+        .success()
+        .stdout(contains("| HSDP ").not())
+        .stdout(contains("| LoRA rank ").not());
 }
 
 #[test]

@@ -71,6 +71,15 @@ pub fn plan_table(r: &EstimateResult, topology: &str, domains: &str) -> Result<T
         ("PP", int(p.pp), span_text(&pl.pp)),
         ("DP (derived)", int(p.dp), span_text(&pl.dp)),
         (
+            "HSDP",
+            Cell::text(format!(
+                "shard groups of {}, {} replicas",
+                p.hsdp,
+                p.dp / p.hsdp.max(1)
+            )),
+            String::new(),
+        ),
+        (
             "CP",
             Cell::text(match p.cp {
                 1 => "1".to_string(),
@@ -143,10 +152,21 @@ pub fn plan_table(r: &EstimateResult, topology: &str, domains: &str) -> Result<T
             },
             String::new(),
         ),
+        (
+            "LoRA rank",
+            Cell::text(format!("{} (base weights frozen)", p.lora_rank)),
+            String::new(),
+        ),
     ];
     let folded = p.ep > 1 || p.etp != p.tp;
     for (k, v, net) in rows {
-        if k.starts_with("MoE groups") && !folded {
+        // Rows of features the plan does not use stay out.
+        let unused = match k {
+            "HSDP" => p.hsdp <= 1,
+            "LoRA rank" => p.lora_rank == 0,
+            _ => k.starts_with("MoE groups") && !folded,
+        };
+        if unused {
             continue;
         }
         t.push(vec![Cell::text(k), v, Cell::text(net)])?;
