@@ -463,6 +463,36 @@ fn a_transformers_mtp_module_is_one_layer_a_projection_and_two_norms() {
 }
 
 #[test]
+fn a_devices_mtp_module_splits_its_experts_etp_ways() {
+    // DeepSeek-V3 at TP 2, ETP 2, EP 8, PP 1 on 16 GPUs: a device holds each MoE layer's
+    // 256/8 local experts split 2 ways, and the MTP module's layer the same way. What the
+    // module adds to a device's weights, less what one more MoE layer adds, is its
+    // projection and two norms split over TP: (2·7168² + 2·7168)/2 parameters of 2 B.
+    let shown = common::text(&["show", "model", "deepseek-v3"]);
+    let weights = |name: &str, layers: &str, mtp: &str| {
+        let text = shown
+            .replacen("layers = 61\n", &format!("layers = {layers}\n"), 1)
+            .replacen("mtp_layers = 1\n", &format!("mtp_layers = {mtp}\n"), 1);
+        let path = common::tmp("latent_moe").join(format!("{name}.toml"));
+        std::fs::write(&path, text).unwrap();
+        let args = format!(
+            "--model {} --system dgx-h100 --gpus 16 --tp 2 --etp 2 --ep 8 --pp 1 --global-batch 16",
+            path.display()
+        );
+        let args: Vec<String> = args.split_whitespace().map(String::from).collect();
+        common::estimate_cli(&args).0.memory.weights.get()
+    };
+    let base = weights("dsv3-d-61-0", "61", "0");
+    let module = weights("dsv3-d-61-1", "61", "1") - base;
+    let layer = weights("dsv3-d-62-0", "62", "0") - base;
+    assert_relative_eq!(
+        module - layer,
+        (2.0 * 7168.0 * 7168.0 + 2.0 * 7168.0) / 2.0 * 2.0,
+        max_relative = 1e-9
+    );
+}
+
+#[test]
 fn a_device_holds_its_latent_experts_and_the_projections() {
     // Qwen3-30B-A3B at EP 8, TP 1: per layer the 16 local experts on ℓ instead of h and the
     // two projections, 16·3·768·(1024 − 2048) + 2·2048·1024 = −33 554 432, over 48 layers.

@@ -124,6 +124,30 @@ fn an_iteration_faster_than_compute_is_unreachable_by_network_bandwidth() {
     }
 }
 
+/// Two DGX A100 nodes joined at 0.1 GB/s, GPT-3 175B with TP 8 inside each node and DP 2
+/// across: the only traffic between the nodes is the DP all-reduce of each TP shard's
+/// gradients, 2·½·(175·10⁹/8·2 B)/0.1 GB/s ≈ 437 s. With the matrix peak 10⁴ times higher a
+/// 1 s iteration is still out of reach, and the answer names that class.
+#[test]
+fn an_unreachable_target_names_the_communication_class_that_limits_it() {
+    let (m, mut s, spec) = setup(16, 8, 1);
+    s.topology =
+        astrolabe::network::Topology::parse("switch(8, 300GB/s, 1us) x switch(2, 0.1GB/s, 5us)")
+            .unwrap();
+    let r = sensitivity::goal_seek(
+        &m,
+        &s,
+        &spec,
+        Param::Peak(Precision::Bf16),
+        Target::Iteration(1.0),
+    )
+    .unwrap();
+    match r {
+        Seek::Unreachable { limit, .. } => assert!(limit.starts_with("DP: "), "{limit}"),
+        other => panic!("expected unreachable, got {other:?}"),
+    }
+}
+
 #[test]
 fn sensitivity_command_ranks_and_goal_seeks() {
     let out = Command::cargo_bin("astrolabe")

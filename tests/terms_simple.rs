@@ -126,6 +126,7 @@ top_mlp = [10]
     let flops = 3.0 * 14_800.0 * 2048.0;
     close(e.metrics.model_flops, flops, 1e-12, "model FLOPs");
     close(e.metrics.mfu, flops / (total * 312e12 * 4.0), 1e-9, "MFU");
+    close(e.metrics.samples_per_s, 2048.0 / total, 1e-9, "samples/s");
     // Model states: the MLPs replicated under mixed-precision Adam (2, 2, 12 B per
     // parameter); each device's quarter of the tables (8·1000·64/4 = 128,000 fp32 values)
     // counts once as weights and once as the sparse optimizer's state.
