@@ -426,3 +426,41 @@ pub(crate) fn finish(
     };
     (t, m)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A group of `size` devices on the first dimension of a DGX A100 (its 8-port NVSwitch,
+    /// 300 GB/s per direction).
+    fn span(size: u32) -> (Span, System) {
+        let sys = crate::catalog::system("dgx-a100").unwrap();
+        let mut d = sys.topology.dims()[0];
+        d.size = size;
+        let s = Span {
+            size,
+            n: usize::from(size > 1),
+            index: [0; MAX_DIMS],
+            dims: [d; MAX_DIMS],
+        };
+        (s, sys)
+    }
+
+    /// No bytes, or a group of one, sends nothing: no latency is paid either. Eight devices
+    /// with 1 MiB to reduce do pay (a ring's 14 steps of at least the link latency).
+    #[test]
+    fn a_collective_of_nothing_costs_nothing() {
+        let (eight, sys) = span(8);
+        let (one, _) = span(1);
+        let o = &sys.collective;
+        let c = Collective::AllReduce;
+        assert_eq!(coll(c, 0.0, &eight, o).unwrap(), Seconds::ZERO);
+        assert_eq!(coll(c, 1.0e6, &one, o).unwrap(), Seconds::ZERO);
+        for want in [false, true] {
+            assert_eq!(coll_busy(c, 0.0, &eight, o, want).unwrap().0, Seconds::ZERO);
+            assert_eq!(coll_busy(c, 1.0e6, &one, o, want).unwrap().0, Seconds::ZERO);
+        }
+        let lat = eight.dims[0].latency.get();
+        assert!(coll(c, 1.048_576e6, &eight, o).unwrap().get() > 14.0 * lat);
+    }
+}

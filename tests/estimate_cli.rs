@@ -92,6 +92,34 @@ fn plan_table_shows_hsdp_and_lora_when_used() {
         .stdout(contains("| LoRA rank ").not());
 }
 
+/// DP over 16 H100s in two DGX nodes spans both network dimensions: the node's 8-port
+/// NVSwitch wholly and the 2 nodes on the InfiniBand dimension. TP and PP of one device
+/// span none.
+#[test]
+fn json_placement_lists_every_dimension_a_group_spans() {
+    let out = bin()
+        .args(
+            "estimate --model llama3-8b --system dgx-h100 --gpus 16 --format json"
+                .split_whitespace(),
+        )
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+    let p = &v["placement"];
+    let spans: Vec<(u64, u64)> = p["dp"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| (d["dim"].as_u64().unwrap(), d["extent"].as_u64().unwrap()))
+        .collect();
+    assert_eq!(spans, [(0, 8), (1, 2)]);
+    assert_eq!(p["tp"].as_array().map(Vec::len), Some(0));
+    assert_eq!(p["pp"].as_array().map(Vec::len), Some(0));
+}
+
 #[test]
 fn json_output_carries_si_numbers() {
     let out = bin()
