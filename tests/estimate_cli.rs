@@ -62,15 +62,9 @@ fn table_output_has_every_part() {
 #[test]
 fn plan_table_shows_hsdp_and_lora_when_used() {
     let base = "estimate --model llama3-8b --system dgx-h100 --gpus 16";
-    let out = bin()
-        .args(base.split_whitespace())
-        .args("--hsdp 8 --lora-rank 16".split_whitespace())
-        .assert()
-        .success()
-        .get_output()
-        .stdout
-        .clone();
-    let text = String::from_utf8(out).unwrap();
+    let with = format!("{base} --hsdp 8 --lora-rank 16");
+    let with: Vec<&str> = with.split_whitespace().collect();
+    let text = common::text(&with);
     let row = |k: &str| {
         text.lines()
             .find(|l| l.starts_with(&format!("| {k} ")))
@@ -97,17 +91,10 @@ fn plan_table_shows_hsdp_and_lora_when_used() {
 /// span none.
 #[test]
 fn json_placement_lists_every_dimension_a_group_spans() {
-    let out = bin()
-        .args(
-            "estimate --model llama3-8b --system dgx-h100 --gpus 16 --format json"
-                .split_whitespace(),
-        )
-        .assert()
-        .success()
-        .get_output()
-        .stdout
-        .clone();
-    let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+    let args: Vec<&str> = "estimate --model llama3-8b --system dgx-h100 --gpus 16 --format json"
+        .split_whitespace()
+        .collect();
+    let v: serde_json::Value = serde_json::from_str(&common::text(&args)).unwrap();
     let p = &v["placement"];
     let spans: Vec<(u64, u64)> = p["dp"]
         .as_array()

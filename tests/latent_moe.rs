@@ -442,20 +442,26 @@ fn an_mtp_layer_of_a_latent_model_has_the_latent_experts() {
     );
 }
 
+/// DeepSeek-V3's catalog entry (61 layers, one MTP module) with `layers` layers and `mtp`
+/// MTP modules, written as a model file.
+fn dsv3_variant(name: &str, layers: &str, mtp: &str) -> std::path::PathBuf {
+    let shown = common::text(&["show", "model", "deepseek-v3"]);
+    assert!(shown.contains("layers = 61\n") && shown.contains("mtp_layers = 1\n"));
+    let text = shown
+        .replacen("layers = 61\n", &format!("layers = {layers}\n"), 1)
+        .replacen("mtp_layers = 1\n", &format!("mtp_layers = {mtp}\n"), 1);
+    let path = common::tmp("latent_moe").join(format!("{name}.toml"));
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
 #[test]
 fn a_transformers_mtp_module_is_one_layer_a_projection_and_two_norms() {
     // DeepSeek-V3 (h 7168, 61 layers, one MTP module): what the MTP module adds to the whole
     // model, less what one more MoE layer adds, is the module's 2h × h projection and its two
     // norms: 2·7168² + 2·7168 = 102 774 784.
-    let shown = common::text(&["show", "model", "deepseek-v3"]);
-    assert!(shown.contains("layers = 61\n") && shown.contains("mtp_layers = 1\n"));
     let variant = |name: &str, layers: &str, mtp: &str| {
-        let text = shown
-            .replacen("layers = 61\n", &format!("layers = {layers}\n"), 1)
-            .replacen("mtp_layers = 1\n", &format!("mtp_layers = {mtp}\n"), 1);
-        let path = common::tmp("latent_moe").join(format!("{name}.toml"));
-        std::fs::write(&path, text).unwrap();
-        total_params(path.to_str().unwrap())
+        total_params(dsv3_variant(name, layers, mtp).to_str().unwrap())
     };
     let module = variant("dsv3-mtp1", "61", "1") - variant("dsv3-mtp0", "61", "0");
     let layer = variant("dsv3-62", "62", "0") - variant("dsv3-mtp0b", "61", "0");
@@ -468,13 +474,8 @@ fn a_devices_mtp_module_splits_its_experts_etp_ways() {
     // 256/8 local experts split 2 ways, and the MTP module's layer the same way. What the
     // module adds to a device's weights, less what one more MoE layer adds, is its
     // projection and two norms split over TP: (2·7168² + 2·7168)/2 parameters of 2 B.
-    let shown = common::text(&["show", "model", "deepseek-v3"]);
     let weights = |name: &str, layers: &str, mtp: &str| {
-        let text = shown
-            .replacen("layers = 61\n", &format!("layers = {layers}\n"), 1)
-            .replacen("mtp_layers = 1\n", &format!("mtp_layers = {mtp}\n"), 1);
-        let path = common::tmp("latent_moe").join(format!("{name}.toml"));
-        std::fs::write(&path, text).unwrap();
+        let path = dsv3_variant(name, layers, mtp);
         let args = format!(
             "--model {} --system dgx-h100 --gpus 16 --tp 2 --etp 2 --ep 8 --pp 1 --global-batch 16",
             path.display()
