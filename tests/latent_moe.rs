@@ -352,12 +352,13 @@ fn mtp_activations_by_hand() {
 /// 1024, edited as `edits` say, on 8 B200 with EP 8 (16 local experts), sequence 2048,
 /// global batch 8, BF16: (the model's parameters, model FLOPs per iteration).
 fn qwen_latent(name: &str, edits: &[(&str, &str)]) -> (f64, f64) {
-    let (params, flops, _) = qwen_latent_device(name, edits);
+    let (params, flops, _) = qwen_latent_device(name, edits, &[]);
     (params, flops)
 }
 
-/// [`qwen_latent`] and the parameters one device holds (its weights at 2 bytes).
-fn qwen_latent_device(name: &str, edits: &[(&str, &str)]) -> (f64, f64, f64) {
+/// [`qwen_latent`] and the parameters one device holds (its weights at 2 bytes), with the
+/// plan flags `extra` added.
+fn qwen_latent_device(name: &str, edits: &[(&str, &str)], extra: &[&str]) -> (f64, f64, f64) {
     let mut text = common::text(&["show", "model", "qwen3-30b-a3b"]);
     text = text.replacen(
         "expert_ffn_hidden = 768",
@@ -370,7 +371,7 @@ fn qwen_latent_device(name: &str, edits: &[(&str, &str)]) -> (f64, f64, f64) {
     }
     let path = common::tmp("latent_moe").join(format!("{name}.toml"));
     std::fs::write(&path, text).unwrap();
-    let v = json(&[
+    let mut args = vec![
         "estimate",
         "--model",
         path.to_str().unwrap(),
@@ -386,7 +387,9 @@ fn qwen_latent_device(name: &str, edits: &[(&str, &str)]) -> (f64, f64, f64) {
         "8",
         "--precision",
         "bf16",
-    ]);
+    ];
+    args.extend_from_slice(extra);
+    let v = json(&args);
     (
         total_params(path.to_str().unwrap()),
         v["model_flops_per_iteration"].as_f64().unwrap(),
@@ -497,7 +500,18 @@ fn a_devices_mtp_module_splits_its_experts_etp_ways() {
 fn a_device_holds_its_latent_experts_and_the_projections() {
     // Qwen3-30B-A3B at EP 8, TP 1: per layer the 16 local experts on ℓ instead of h and the
     // two projections, 16·3·768·(1024 − 2048) + 2·2048·1024 = −33 554 432, over 48 layers.
-    let (_, _, latent) = qwen_latent_device("qwen-latent-device", &[]);
-    let (_, _, plain) = qwen_latent_device("qwen-h-device", &[("latent = 1024\n", "")]);
+    let (_, _, latent) = qwen_latent_device("qwen-latent-device", &[], &[]);
+    let (_, _, plain) = qwen_latent_device("qwen-h-device", &[("latent = 1024\n", "")], &[]);
+    assert_relative_eq!(latent - plain, -33_554_432.0 * 48.0, max_relative = 1e-9);
+}
+
+#[test]
+fn a_tp_rank_holds_the_latent_projections_whole() {
+    // The same at TP 2 with ETP 1: the 16 local experts whole, 16·3·768·(1024 − 2048) =
+    // −37 748 736, and the projections replicated on both TP ranks (not halved: that would
+    // be 2 097 152), 2·2048·1024 = 4 194 304: −33 554 432 per layer, over 48 layers.
+    let tp2 = ["--tp", "2", "--etp", "1"];
+    let (_, _, latent) = qwen_latent_device("qwen-latent-tp2", &[], &tp2);
+    let (_, _, plain) = qwen_latent_device("qwen-h-tp2", &[("latent = 1024\n", "")], &tp2);
     assert_relative_eq!(latent - plain, -33_554_432.0 * 48.0, max_relative = 1e-9);
 }
