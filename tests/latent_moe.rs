@@ -497,6 +497,34 @@ fn a_devices_mtp_module_splits_its_experts_etp_ways() {
 }
 
 #[test]
+fn the_mtp_module_sits_on_the_last_pipeline_stage() {
+    // The same DeepSeek-V3 at PP 2 on 32 GPUs: 61 layers, the last stage's device (31
+    // layers, the output head) the busiest with or without the module, and the module on
+    // it (Megatron-core builds it in the post-process stage). What the module adds to that
+    // device is one more MoE layer of the device's (the PP 1 difference of 62 and 61
+    // layers) plus its projection and two norms split over TP, as at PP 1.
+    let weights = |name: &str, layers: &str, mtp: &str, pp: &str, gpus: &str| {
+        let path = dsv3_variant(name, layers, mtp);
+        let args = format!(
+            "--model {} --system dgx-h100 --gpus {gpus} --tp 2 --etp 2 --ep 8 --pp {pp} \
+             --global-batch 32",
+            path.display()
+        );
+        let args: Vec<String> = args.split_whitespace().map(String::from).collect();
+        common::estimate_cli(&args).0.memory.weights.get()
+    };
+    let layer =
+        weights("dsv3-p-62-0", "62", "0", "1", "16") - weights("dsv3-p-61-0", "61", "0", "1", "16");
+    let module = weights("dsv3-p2-61-1", "61", "1", "2", "32")
+        - weights("dsv3-p2-61-0", "61", "0", "2", "32");
+    assert_relative_eq!(
+        module - layer,
+        (2.0 * 7168.0 * 7168.0 + 2.0 * 7168.0) / 2.0 * 2.0,
+        max_relative = 1e-9
+    );
+}
+
+#[test]
 fn a_device_holds_its_latent_experts_and_the_projections() {
     // Qwen3-30B-A3B at EP 8, TP 1: per layer the 16 local experts on ℓ instead of h and the
     // two projections, 16·3·768·(1024 − 2048) + 2·2048·1024 = −33 554 432, over 48 layers.

@@ -315,6 +315,20 @@ fn fp16_step_unscales_the_gradients() {
     );
     let t = (params() / 4.0) * 40.0 / (2039e9 * 0.7) + 8.0 * 4e-6;
     close(e.time.optimizer.get(), t, 1e-9, "fp16 Adam, ZeRO-1");
+    // With fp32 main gradients (Megatron-LM's 2021 fp16 runs, g = 4): 6 + 2·12 + 3·4 = 42,
+    // and the unscale 2·4 = 8: 50 B.
+    let e = zero1_on(
+        &system("switch(4, 100GB/s, 1us)"),
+        astrolabe::compute::Precision::Fp16,
+        astrolabe::parallel::Optimizer::AdamFp32Grads,
+    );
+    let t = (params() / 4.0) * 50.0 / (2039e9 * 0.7) + 8.0 * 4e-6;
+    close(
+        e.time.optimizer.get(),
+        t,
+        1e-9,
+        "fp16 Adam, fp32 gradients, ZeRO-1",
+    );
 }
 
 /// FP8 on H100 (3350 GB/s at 0.7): after the step Transformer Engine re-quantizes each
