@@ -334,6 +334,13 @@ fn mtp_activations_by_hand() {
     );
     let grown = act("nemotron3-super", &[]) - act(&none, &[]);
     assert_relative_eq!(grown, 2.0 * per_depth * 33_554_432.0, max_relative = 1e-9);
+    // CP 2 splits the sequence: each rank keeps half of the depths' activations.
+    let cp2 = ["--cp", "2"];
+    assert_relative_eq!(
+        act("nemotron3-super", &cp2) - act(&none, &cp2),
+        per_depth * 33_554_432.0,
+        max_relative = 1e-9
+    );
     // With a pipeline the first stage, whose memory is reported, holds none of them.
     let pp2 = ["--pp", "2", "--ep", "32"];
     assert_relative_eq!(

@@ -643,6 +643,28 @@ fn dualpipe_device_can_hold_two_middle_stages() {
         1e-9,
         "1F1B weights",
     );
+    // With TP 2 on 8 devices each of the pair's 8 layers is split two ways.
+    let tp2 = run(
+        &m,
+        &system("switch(8, 100GB/s, 1us)"),
+        PlanSpec {
+            gpus: Some(8),
+            tp: 2,
+            pp: 4,
+            zero: 1,
+            schedule: astrolabe::parallel::Schedule::DualPipe,
+            micro_batch: 1,
+            global_batch: Some(8),
+            flash_attention: true,
+            ..PlanSpec::default()
+        },
+    );
+    close(
+        tp2.memory.weights.get(),
+        2.0 * pair / 2.0,
+        1e-9,
+        "TP 2 weights",
+    );
 }
 
 #[test]
