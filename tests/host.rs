@@ -402,3 +402,49 @@ fn each_pass_idles_for_its_own_host_time() {
         "host idle {idle} µs, by hand {by_hand} µs"
     );
 }
+
+/// The GPU's wait for the host is part of each pipeline stage's time, so it sits in the
+/// bubble too. Qwen3-30B-A3B on 8 B200 at PP 2 (24 layers per stage, EP 4, 16
+/// micro-batches of one sequence, MXFP8): 1F1B's bubble on two stages is the lighter
+/// stage's micro-batch, `(T₀ + T₁ − max T)/v`; both stages run 24 layers with the same host
+/// idle `h` per micro-batch, and the iteration's host idle is `m·h`. Capturing the whole
+/// iteration (`--cuda-graphs full`) removes it and leaves the GPU time alone, so the bubble
+/// shrinks by exactly `h`.
+#[test]
+fn the_host_idle_of_a_stage_is_in_the_pipeline_bubble() {
+    let run = |graphs: &str| {
+        let v = common::json(&[
+            "estimate",
+            "--model",
+            "qwen3-30b-a3b",
+            "--system",
+            "dgx-b200",
+            "--gpus",
+            "8",
+            "--pp",
+            "2",
+            "--ep",
+            "4",
+            "--etp",
+            "1",
+            "--seq-len",
+            "4096",
+            "--micro-batch",
+            "1",
+            "--global-batch",
+            "64",
+            "--precision",
+            "mxfp8",
+            "--flash-attention",
+            "--cuda-graphs",
+            graphs,
+        ]);
+        let bubble = v["time_breakdown"]["pipeline_bubble_s"].as_f64().unwrap();
+        (bubble, host_idle(&v))
+    };
+    let (eager, idle) = run("none");
+    let (captured, none) = run("full");
+    assert_eq!(none, 0.0);
+    assert!(idle > 1.0, "host-bound at micro-batch 1: {idle} s");
+    assert_relative_eq!(eager - captured, idle / 16.0, max_relative = 1e-9);
+}

@@ -353,6 +353,13 @@ fn mtp_activations_by_hand() {
         text.contains("+ the 2 MTP depths'"),
         "explain names the MTP term"
     );
+    // The module's own line: its pattern `*E` as kinds, run once per depth; a model without
+    // MTP depths prints none.
+    assert!(
+        text.contains(" MTP module = 0·T_M + 1·T_* + 0·T_- + 1·T_E (mtp_pattern), run 2 times"),
+        "explain shows the MTP module"
+    );
+    assert!(!explain(&none, &[]).contains("MTP module ="));
 }
 
 /// Qwen3-30B-A3B (h 2048, 128 experts of 768, top-8, dense MLP 6144) made a LatentMoE with ℓ =

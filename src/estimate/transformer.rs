@@ -236,16 +236,12 @@ impl Ctx<'_> {
     fn experts_gemm(&self, m: f64, n: f64, k: f64, g: f64) -> Seconds {
         match self.plan.grouped_gemm {
             crate::parallel::GroupedGemm::Fused => self.gemm(m, n, k, g),
-            // Four or fewer experts: no full round, one partial round of `g`.
+            // Four or fewer experts: no full round, one partial round of `g`. A multiple
+            // of four leaves no partial round (a GEMM repeated zero times costs nothing).
             crate::parallel::GroupedGemm::Streams => {
                 let rounds = (g / TE_STREAMS).floor();
                 let rest = g - rounds * TE_STREAMS;
-                let last = if rest > 0.0 {
-                    self.gemm(m, n, k, rest)
-                } else {
-                    Seconds::ZERO
-                };
-                self.gemm(m, n, k, TE_STREAMS) * rounds + last
+                self.gemm(m, n, k, TE_STREAMS) * rounds + self.gemm(m, n, k, rest)
             }
         }
     }
@@ -1095,4 +1091,34 @@ fn explain_summary<T: Trace>(
             mem.activations
         )
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn s(x: f64) -> Seconds {
+        Seconds::new(x)
+    }
+
+    #[test]
+    fn the_dp_window_is_the_compute_not_hiding_tp_or_cp() {
+        // 5 ms of GEMMs and 1 ms of memory-bound kernels, of which 2 ms hide TP and 0.5 ms
+        // hide CP: 6 − 2 − 0.5 = 3.5 ms are left for DP.
+        let p = Pass {
+            gemm: s(5e-3),
+            mem: s(1e-3),
+            tp_hidden: s(2e-3),
+            cp_hidden: s(0.5e-3),
+            ..Pass::default()
+        };
+        assert!((p.compute().get() - 6e-3).abs() < 1e-15);
+        assert!((p.free().get() - 3.5e-3).abs() < 1e-15);
+        // Hiding more than there is leaves no window, not a negative one.
+        let q = Pass {
+            tp_hidden: s(7e-3),
+            ..p
+        };
+        assert_eq!(q.free().get(), 0.0);
+    }
 }
