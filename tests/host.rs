@@ -413,32 +413,12 @@ fn each_pass_idles_for_its_own_host_time() {
 #[test]
 fn the_host_idle_of_a_stage_is_in_the_pipeline_bubble() {
     let run = |graphs: &str| {
-        let v = common::json(&[
-            "estimate",
-            "--model",
-            "qwen3-30b-a3b",
-            "--system",
-            "dgx-b200",
-            "--gpus",
-            "8",
-            "--pp",
-            "2",
-            "--ep",
-            "4",
-            "--etp",
-            "1",
-            "--seq-len",
-            "4096",
-            "--micro-batch",
-            "1",
-            "--global-batch",
-            "64",
-            "--precision",
-            "mxfp8",
-            "--flash-attention",
-            "--cuda-graphs",
-            graphs,
-        ]);
+        // The 8-GPU plan of `args` at PP 2, where EP 4 folds over each stage's 4 ranks.
+        let mut a = args(graphs, "1");
+        let ep = a.iter().position(|&x| x == "--ep").unwrap();
+        a[ep + 1] = "4";
+        a.extend(["--pp", "2"]);
+        let v = common::json(&a);
         let bubble = v["time_breakdown"]["pipeline_bubble_s"].as_f64().unwrap();
         (bubble, host_idle(&v))
     };
