@@ -485,21 +485,26 @@ fn a_transformers_mtp_module_is_one_layer_a_projection_and_two_norms() {
     assert_relative_eq!(module - layer, 102_774_784.0, max_relative = 1e-9);
 }
 
+/// The weights one device holds of the DeepSeek-V3 variant with `layers` and `mtp` depths
+/// at TP 2, ETP 2, EP 8 and PP `pp` on `gpus` H100s.
+fn dsv3_weights(name: &str, layers: &str, mtp: &str, pp: &str, gpus: &str) -> f64 {
+    let path = dsv3_variant(name, layers, mtp);
+    let args = format!(
+        "--model {} --system dgx-h100 --gpus {gpus} --tp 2 --etp 2 --ep 8 --pp {pp} \
+         --global-batch 32",
+        path.display()
+    );
+    let args: Vec<String> = args.split_whitespace().map(String::from).collect();
+    common::estimate_cli(&args).0.memory.weights.get()
+}
+
 #[test]
 fn a_devices_mtp_module_splits_its_experts_etp_ways() {
     // DeepSeek-V3 at TP 2, ETP 2, EP 8, PP 1 on 16 GPUs: a device holds each MoE layer's
     // 256/8 local experts split 2 ways, and the MTP module's layer the same way. What the
     // module adds to a device's weights, less what one more MoE layer adds, is its
     // projection and two norms split over TP: (2·7168² + 2·7168)/2 parameters of 2 B.
-    let weights = |name: &str, layers: &str, mtp: &str| {
-        let path = dsv3_variant(name, layers, mtp);
-        let args = format!(
-            "--model {} --system dgx-h100 --gpus 16 --tp 2 --etp 2 --ep 8 --pp 1 --global-batch 16",
-            path.display()
-        );
-        let args: Vec<String> = args.split_whitespace().map(String::from).collect();
-        common::estimate_cli(&args).0.memory.weights.get()
-    };
+    let weights = |name: &str, layers: &str, mtp: &str| dsv3_weights(name, layers, mtp, "1", "16");
     let base = weights("dsv3-d-61-0", "61", "0");
     let module = weights("dsv3-d-61-1", "61", "1") - base;
     let layer = weights("dsv3-d-62-0", "62", "0") - base;
@@ -517,16 +522,7 @@ fn the_mtp_module_sits_on_the_last_pipeline_stage() {
     // it (Megatron-core builds it in the post-process stage). What the module adds to that
     // device is one more MoE layer of the device's (the PP 1 difference of 62 and 61
     // layers) plus its projection and two norms split over TP, as at PP 1.
-    let weights = |name: &str, layers: &str, mtp: &str, pp: &str, gpus: &str| {
-        let path = dsv3_variant(name, layers, mtp);
-        let args = format!(
-            "--model {} --system dgx-h100 --gpus {gpus} --tp 2 --etp 2 --ep 8 --pp {pp} \
-             --global-batch 32",
-            path.display()
-        );
-        let args: Vec<String> = args.split_whitespace().map(String::from).collect();
-        common::estimate_cli(&args).0.memory.weights.get()
-    };
+    let weights = dsv3_weights;
     let layer =
         weights("dsv3-p-62-0", "62", "0", "1", "16") - weights("dsv3-p-61-0", "61", "0", "1", "16");
     let module = weights("dsv3-p2-61-1", "61", "1", "2", "32")
