@@ -359,7 +359,10 @@ fn mtp_activations_by_hand() {
         text.contains(" MTP module = 0·T_M + 1·T_* + 0·T_- + 1·T_E (mtp_pattern), run 2 times"),
         "explain shows the MTP module"
     );
-    assert!(!explain(&none, &[]).contains("MTP module ="));
+    // Nor does it add MTP activations, nor does a pipeline's first stage, which holds none.
+    let quiet = explain(&none, &[]);
+    assert!(!quiet.contains("MTP module =") && !quiet.contains("MTP depths'"));
+    assert!(!explain("nemotron3-super", &pp2).contains("MTP depths'"));
 }
 
 /// Qwen3-30B-A3B (h 2048, 128 experts of 768, top-8, dense MLP 6144) made a LatentMoE with ℓ =

@@ -205,38 +205,45 @@ fn fsdp_prefetch_buffers_hold_gathered_weights_in_their_format() {
     );
 }
 
+/// The `weights =` line of `--explain` for Llama 3 8B on 8 GPUs of `system`, FP8 with
+/// current scaling, global batch 64, and `extra`.
+fn weights_line(system: &str, extra: &[&str]) -> String {
+    let line = format!(
+        "estimate --model llama3-8b --system {system} --gpus 8 --precision fp8 \
+         --fp8-recipe current --global-batch 64 --explain"
+    );
+    let args: Vec<&str> = line
+        .split_whitespace()
+        .chain(extra.iter().copied())
+        .collect();
+    let out = common::computed(&args);
+    out.lines()
+        .find(|l| l.trim_start().starts_with("weights ="))
+        .unwrap_or_else(|| panic!("{out}"))
+        .to_string()
+}
+
 #[test]
 fn explain_shows_the_weights_terms() {
     // Llama 3 8B (8.0303e9 parameters) on 8 B200, FP8 with low-precision parameters:
     // 16-bit 2·P = 14.96 GiB, one 1-byte copy per parameter on Blackwell, the 16-bit
     // weights replaced: 8.0303e9 B = 7.479 GiB.
-    let out = common::computed(&[
-        "estimate",
-        "--model",
-        "llama3-8b",
-        "--system",
-        "dgx-b200",
-        "--gpus",
-        "8",
-        "--precision",
-        "fp8",
-        "--fp8-recipe",
-        "current",
-        "--fp8-params",
-        "--global-batch",
-        "64",
-        "--explain",
-    ]);
-    let line = out
-        .lines()
-        .find(|l| l.trim_start().starts_with("weights ="))
-        .unwrap_or_else(|| panic!("{out}"));
+    let line = weights_line("dgx-b200", &["--fp8-params"]);
     for part in [
         "16-bit 14.96 GiB",
         "8.0303e9 params × 1 B",
         "FP8 GEMMs take every layout",
         "× 2 B (14.96 GiB; --fp8-params",
         "= 7.479 GiB",
+    ] {
+        assert!(line.contains(part), "{part}: {line}");
+    }
+    // On 8 H100 without `--fp8-params` the 16-bit weights stay beside a row-wise and a
+    // transposed copy, 2 B per parameter: 14.96 + 14.96 = 29.92 GiB.
+    let line = weights_line("dgx-h100", &[]);
+    for part in [
+        "16-bit 14.96 GiB",
+        "8.0303e9 params × 2 B (row-wise and transposed) = 29.92 GiB",
     ] {
         assert!(line.contains(part), "{part}: {line}");
     }

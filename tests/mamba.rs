@@ -245,15 +245,45 @@ fn a_bad_pattern_names_the_file_and_the_character() {
 #[test]
 fn plans_megatron_refuses_are_refused() {
     // 8 groups cannot split over TP 16; 256/8 = 32 heads per TP rank cannot split over
-    // CP 64.
+    // CP 64; LoRA adapters are not modelled on Mamba layers.
     let refused = [
         ("--gpus 16 --tp 16", "--tp"),
         ("--gpus 512 --tp 8 --cp 64", "--cp"),
+        (
+            "--gpus 16 --tp 8 --lora-rank 16",
+            "--lora-rank: LoRA is not modelled for hybrid Mamba models",
+        ),
     ];
     for (plan, flag) in refused {
         let line = format!("estimate --model nemotron-h-56b --system dgx-h100 {plan}");
         common::usage_error(&words(&line), flag);
     }
+}
+
+/// The CP check counts the groups per TP rank: Nemotron-H 8B edited to 96 Mamba heads in
+/// 6 groups. TP 2 leaves 48 heads and 3 groups per rank; CP 2 divides the 48 heads but
+/// neither divides nor is a multiple of 3 groups, so Megatron-LM refuses it. Without TP the
+/// 6 groups split over CP 2, and the same CP runs.
+#[test]
+fn mamba_cp_divides_the_groups_per_tp_rank() {
+    let text = astrolabe::catalog::MODELS
+        .iter()
+        .find(|e| e.name == "nemotron-h-8b")
+        .unwrap()
+        .text
+        .replacen("heads = 128\nhead_dim = 64", "heads = 96\nhead_dim = 64", 1)
+        .replacen("groups = 8", "groups = 6", 1);
+    assert!(text.contains("heads = 96") && text.contains("groups = 6"));
+    let path = common::tmp("hybrid_groups").join("six-groups.toml");
+    std::fs::write(&path, text).unwrap();
+    let line = |tp: u32| {
+        format!(
+            "estimate --model {} --system dgx-h100 --gpus 4 --tp {tp} --cp 2",
+            path.display()
+        )
+    };
+    common::usage_error(&words(&line(2)), "groups per TP rank (3)");
+    bin().args(words(&line(1))).assert().code(0);
 }
 
 /// One published hybrid run (tests/data/modern/hybrid-runs.csv).

@@ -271,6 +271,18 @@ fn cp_ring_transfers_run_beside_one_blocks_attention() {
         1e-6,
         "CP hidden, full recomputation",
     );
+    // Bytes: each layer sends its block once forward and its key/value gradients (twice
+    // the block) backward, 3 blocks; the forward run again adds a fourth.
+    for (v, blocks) in [(&v, 3.0), (&full, 4.0)] {
+        close(
+            v["time_breakdown"]["communication"]["cp"]["bytes_per_device"]
+                .as_f64()
+                .unwrap(),
+            32.0 * blocks * block,
+            1e-9,
+            "CP bytes",
+        );
+    }
 }
 
 /// Ulysses with TP: each all-to-all moves the rank's tokens at its TP share of the widths.
