@@ -1,5 +1,5 @@
 //! The widely benchmarked families added to the catalog (Mistral 7B, Qwen2.5 14B and 72B,
-//! OLMo 2, Gemma 2, DBRX) against the parameter counts their publishers state. Every
+//! Qwen3's dense models, Llama 3.2, OLMo 2, Gemma 2, DBRX) against the parameter counts their publishers state. Every
 //! figure below is copied from the paper, model card or release named beside it, never
 //! from running this crate; the tolerance is 1.5% throughout, wider than the rounding of
 //! any figure used except where a case says otherwise.
@@ -151,4 +151,55 @@ fn dbrx_matches_its_model_card() {
     within("dbrx total", t.params(), 132e9, src);
     within("dbrx active", active_params(&t), 36e9, src);
     assert_eq!((t.experts, t.top_k), (16, 4), "dbrx routing ({src})");
+}
+
+#[test]
+fn qwen3_dense_models_match_their_model_cards() {
+    // The Qwen/Qwen3-* model cards: parameters, and parameters without embeddings. The
+    // small three tie their input and output embeddings (Qwen3 Technical Report, Table 1).
+    let cards = [
+        ("qwen3-0.6b", 0.6e9, 0.44e9, true),
+        ("qwen3-1.7b", 1.7e9, 1.4e9, true),
+        ("qwen3-4b", 4.0e9, 3.6e9, true),
+        ("qwen3-8b", 8.2e9, 6.95e9, false),
+        ("qwen3-14b", 14.8e9, 13.2e9, false),
+        ("qwen3-32b", 32.8e9, 31.2e9, false),
+    ];
+    for (name, total, others, tied) in cards {
+        let src = format!("the {name} model card");
+        let t = built_in(name);
+        within(&format!("{name} total"), t.params(), total, &src);
+        within(
+            &format!("{name} non-embedding"),
+            non_embedding(&t),
+            others,
+            &src,
+        );
+        // Tied: one vocabulary × hidden matrix (151936 tokens); untied: two.
+        let copies = if tied { 1.0 } else { 2.0 };
+        assert_eq!(
+            (t.embedding_params / (151_936.0 * t.h)).round(),
+            copies,
+            "{name} embeddings ({src})"
+        );
+    }
+}
+
+#[test]
+fn llama3_2_matches_its_model_card() {
+    // Meta's Llama 3.2 model card: 1.23B and 3.21B parameters, tied embeddings.
+    for (name, total) in [("llama3.2-1b", 1.23e9), ("llama3.2-3b", 3.21e9)] {
+        let t = built_in(name);
+        within(
+            &format!("{name} total"),
+            t.params(),
+            total,
+            "Meta's Llama 3.2 model card",
+        );
+        assert_eq!(
+            (t.embedding_params / (128_256.0 * t.h)).round(),
+            1.0,
+            "{name} ties its embeddings"
+        );
+    }
 }
