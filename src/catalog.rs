@@ -113,6 +113,8 @@ pub const MODELS: &[Entry] = embed!("models":
     "nemotron3-super",
     "nemotron3-ultra",
     "deepseek-v3",
+    "deepseek-v2",
+    "deepseek-v2-lite",
     "qwen3-30b-a3b",
     "qwen3-235b-a22b",
     "qwen3-0.6b",

@@ -15,6 +15,23 @@ const CASES: &[(&str, f64, f64, &str, bool)] = &[
         "DeepSeek-V3 Technical Report; HF README 685B with MTP",
         true,
     ),
+    // DeepSeek-V2 report, abstract and Appendix B: 236B total, 21B activated; V2-Lite
+    // 15.7B and 2.4B. Both counts take the output head but not the input lookup (V2-Lite's
+    // 2.4B leaves no room for both: 2.45B with the head, 2.66B with both).
+    (
+        "deepseek-v2",
+        236e9,
+        21e9,
+        "DeepSeek-V2 report, abstract",
+        false,
+    ),
+    (
+        "deepseek-v2-lite",
+        15.7e9,
+        2.4e9,
+        "DeepSeek-V2 report, Appendix B",
+        false,
+    ),
     // Qwen3 Technical Report, Table 2 / model cards: 30.5B total, 3.3B activated.
     (
         "qwen3-30b-a3b",

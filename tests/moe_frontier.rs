@@ -494,6 +494,38 @@ fn deepseek_v3_within_15_percent() {
     assert!((t / 180e3 - 1.0).abs() <= 0.15, "{t}");
 }
 
+/// DeepSeek-V2 against the dense model it was compared with, on one cluster and framework
+/// (DeepSeek-AI 2024, DeepSeek-V2 report §3.2.3: on H800, per trillion tokens, DeepSeek 67B
+/// needs 300.6K GPU-hours and DeepSeek-V2 172.8K, a ratio of 0.575). V2 as §3.1.3 trained
+/// it: PP 16, EP 8, ZeRO-1, no TP, the shared experts beside the all-to-all, sequence 4096,
+/// batch 9216 (the ramp's end); 16-way zero-bubble pipelining is taken as 1F1B, whose bubble
+/// is 10 % here. The V2 report names no recomputation; without any the plan needs 92.5 GiB
+/// of an 80 GiB H800, so it takes the V3 report's (§3.3.2: RMSNorm, the MLA
+/// up-projections, the SwiGLU output), which brings it to 57.6 GB. The 67B's plan is not
+/// published: the default sweep's best at its batch of 4608
+/// (tests/data/modern/deepseek-llm-67b.toml). Neither report gives the GPU count: 1024 for
+/// both. The estimate's ratio is 0.580; each absolute figure is about 21 % below the
+/// report's, alike for the dense and the MoE model (docs/validation-modern.md,
+/// "DeepSeek-V2").
+#[test]
+fn deepseek_v2_costs_against_its_dense_67b_as_the_v2_report_says() {
+    let moe = estimate_json(&cli(
+        "estimate --model deepseek-v2 --system tests/data/modern/dgx-h800-2024.toml --gpus 1024 --pp 16 --ep 8 --etp 1 --zero 1 --seq-len 4096 --global-batch 9216 --shared-expert-overlap --recompute-modules layernorm,mla_up_proj,moe_act --tokens 1e12",
+    ))["training"]["gpu_hours"]
+        .as_f64()
+        .unwrap();
+    let sweep = estimate_json(&cli(
+        "sweep --model tests/data/modern/deepseek-llm-67b.toml --system tests/data/modern/dgx-h800-2024.toml --gpus 1024 --global-batch 4608 --zero 1 --top 1",
+    ));
+    let step = sweep["top"][0]["iteration_time_s"].as_f64().unwrap();
+    let dense = step * 1024.0 / 3600.0 / (4608.0 * 4096.0) * 1e12;
+    let ratio = moe / dense;
+    assert!(
+        (ratio / (172.8 / 300.6) - 1.0).abs() <= 0.10,
+        "V2 {moe:.0} / 67B {dense:.0} GPU-hours per trillion tokens = {ratio:.3}"
+    );
+}
+
 /// Hierarchical dispatch by hand: Qwen3-30B-A3B (128 experts, top-8) with EP 16 over two
 /// DGX H100 nodes (8 + 8), TP 1, 4096 tokens, BF16. Across nodes each token goes once per
 /// remote node: d = 2·(1 − Π_{i<8}(64 − i)/(128 − i)) = 1.99 nodes of 2, an all-to-all
