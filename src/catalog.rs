@@ -115,6 +115,7 @@ pub const MODELS: &[Entry] = embed!("models":
     "deepseek-v3",
     "deepseek-v2",
     "deepseek-v2-lite",
+    "deepseek-llm-67b",
     "qwen3-30b-a3b",
     "qwen3-235b-a22b",
     "qwen3-0.6b",

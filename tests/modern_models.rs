@@ -32,6 +32,14 @@ const CASES: &[(&str, f64, f64, &str, bool)] = &[
         "DeepSeek-V2 report, Appendix B",
         false,
     ),
+    // DeepSeek LLM report, Table 2: 67B.
+    (
+        "deepseek-llm-67b",
+        67e9,
+        0.0,
+        "DeepSeek LLM report, Table 2",
+        true,
+    ),
     // Qwen3 Technical Report, Table 2 / model cards: 30.5B total, 3.3B activated.
     (
         "qwen3-30b-a3b",

@@ -502,11 +502,10 @@ fn deepseek_v3_within_15_percent() {
 /// is 10 % here. The V2 report names no recomputation; without any the plan needs 92.5 GiB
 /// of an 80 GiB H800, so it takes the V3 report's (§3.3.2: RMSNorm, the MLA
 /// up-projections, the SwiGLU output), which brings it to 57.6 GB. The 67B's plan is not
-/// published: the default sweep's best at its batch of 4608
-/// (tests/data/modern/deepseek-llm-67b.toml). Neither report gives the GPU count: 1024 for
-/// both. The estimate's ratio is 0.580; each absolute figure is about 21 % below the
-/// report's, alike for the dense and the MoE model (docs/validation-modern.md,
-/// "DeepSeek-V2").
+/// published: the default sweep's best at its batch of 4608 (`deepseek-llm-67b`). Neither
+/// report gives the GPU count: 1024 for both. The estimate's ratio is 0.580; each absolute
+/// figure is about 21 % below the report's, alike for the dense and the MoE model
+/// (docs/validation-modern.md, "DeepSeek-V2").
 #[test]
 fn deepseek_v2_costs_against_its_dense_67b_as_the_v2_report_says() {
     let moe = estimate_json(&cli(
@@ -515,7 +514,7 @@ fn deepseek_v2_costs_against_its_dense_67b_as_the_v2_report_says() {
         .as_f64()
         .unwrap();
     let sweep = estimate_json(&cli(
-        "sweep --model tests/data/modern/deepseek-llm-67b.toml --system tests/data/modern/dgx-h800-2024.toml --gpus 1024 --global-batch 4608 --zero 1 --top 1",
+        "sweep --model deepseek-llm-67b --system tests/data/modern/dgx-h800-2024.toml --gpus 1024 --global-batch 4608 --zero 1 --top 1",
     ));
     let step = sweep["top"][0]["iteration_time_s"].as_f64().unwrap();
     let dense = step * 1024.0 / 3600.0 / (4608.0 * 4096.0) * 1e12;
