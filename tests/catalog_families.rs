@@ -1,8 +1,9 @@
 //! The widely benchmarked families added to the catalog (Mistral 7B, Qwen2.5 14B and 72B,
-//! Qwen3's dense models, Llama 3.2, OLMo 2, Gemma 2, DBRX) against the parameter counts their publishers state. Every
-//! figure below is copied from the paper, model card or release named beside it, never
-//! from running this crate; the tolerance is 1.5% throughout, wider than the rounding of
-//! any figure used except where a case says otherwise.
+//! Qwen3's dense models, Llama 3.2, OLMo 2, Gemma 2, DBRX) against the parameter counts
+//! their publishers state. Every figure below is copied from the paper, model card or
+//! release named beside it, never from running this crate; the tolerance is 1.5%
+//! throughout, wider than the rounding of any figure used except where a case says
+//! otherwise.
 
 use astrolabe::catalog;
 use astrolabe::model::Transformer;

@@ -199,17 +199,27 @@ fn the_mean_layer_weighs_each_kind_by_its_count() {
     assert_relative_eq!(micros(mean, "backward"), b, max_relative = 2e-3);
 }
 
-/// The stderr of estimating Nemotron-H 8B with `from` replaced by `to` in its model file,
-/// asserting exit status 2 and that the message names the file.
-fn edited_8b_error(from: &str, to: &str) -> String {
-    let text = astrolabe::catalog::MODELS
+/// Nemotron-H 8B's model file with each `(from, to)` of `edits` replaced, written as `file`
+/// in the test directory `dir`.
+fn edited_8b(dir: &str, file: &str, edits: &[(&str, &str)]) -> std::path::PathBuf {
+    let mut text = astrolabe::catalog::MODELS
         .iter()
         .find(|e| e.name == "nemotron-h-8b")
         .unwrap()
         .text
-        .replace(from, to);
-    let path = common::tmp("hybrid").join("bad-hybrid.toml");
+        .to_string();
+    for (from, to) in edits {
+        text = text.replace(from, to);
+    }
+    let path = common::tmp(dir).join(file);
     std::fs::write(&path, text).unwrap();
+    path
+}
+
+/// The stderr of estimating Nemotron-H 8B with `from` replaced by `to` in its model file,
+/// asserting exit status 2 and that the message names the file.
+fn edited_8b_error(from: &str, to: &str) -> String {
+    let path = edited_8b("hybrid", "bad-hybrid.toml", &[(from, to)]);
     let out = bin()
         .args(["estimate", "--model", path.to_str().unwrap()])
         .args(["--system", "dgx-h100", "--gpus", "8"])
@@ -266,16 +276,16 @@ fn plans_megatron_refuses_are_refused() {
 /// 6 groups split over CP 2, and the same CP runs.
 #[test]
 fn mamba_cp_divides_the_groups_per_tp_rank() {
-    let text = astrolabe::catalog::MODELS
-        .iter()
-        .find(|e| e.name == "nemotron-h-8b")
-        .unwrap()
-        .text
-        .replacen("heads = 128\nhead_dim = 64", "heads = 96\nhead_dim = 64", 1)
-        .replacen("groups = 8", "groups = 6", 1);
+    let path = edited_8b(
+        "hybrid_groups",
+        "six-groups.toml",
+        &[
+            ("heads = 128\nhead_dim = 64", "heads = 96\nhead_dim = 64"),
+            ("groups = 8", "groups = 6"),
+        ],
+    );
+    let text = std::fs::read_to_string(&path).unwrap();
     assert!(text.contains("heads = 96") && text.contains("groups = 6"));
-    let path = common::tmp("hybrid_groups").join("six-groups.toml");
-    std::fs::write(&path, text).unwrap();
     let line = |tp: u32| {
         format!(
             "estimate --model {} --system dgx-h100 --gpus 4 --tp {tp} --cp 2",
