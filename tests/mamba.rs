@@ -396,11 +396,7 @@ fn command(r: &Run) -> Vec<String> {
 /// optimistic), so 25% is what the MoE rows support, not a Mamba term; Lightning +0.7%.
 #[test]
 fn published_hybrid_runs() {
-    let runs: Vec<Run> = csv::Reader::from_path("tests/data/modern/hybrid-runs.csv")
-        .expect("tests/data/modern/hybrid-runs.csv")
-        .deserialize()
-        .map(|r| r.expect("a run row"))
-        .collect();
+    let runs: Vec<Run> = common::csv_rows("tests/data/modern/hybrid-runs.csv");
     assert_eq!(runs.len(), 24);
     let mut errors = Vec::new();
     for r in &runs {

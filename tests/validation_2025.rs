@@ -35,11 +35,7 @@ struct Run {
 }
 
 fn runs() -> Vec<Run> {
-    csv::Reader::from_path("tests/data/modern/runs-2025.csv")
-        .expect("tests/data/modern/runs-2025.csv")
-        .deserialize()
-        .map(|r| r.expect("a run row"))
-        .collect()
+    common::csv_rows("tests/data/modern/runs-2025.csv")
 }
 
 /// The row's model family name without the "(tokendrop)" mark.

@@ -62,11 +62,7 @@ struct Script {
 }
 
 fn scripts() -> Vec<Script> {
-    csv::Reader::from_path("tests/data/modern/nemo-finetune-launcher.csv")
-        .expect("tests/data/modern/nemo-finetune-launcher.csv")
-        .deserialize()
-        .map(|s| s.expect("a launcher-script row"))
-        .collect()
+    common::csv_rows("tests/data/modern/nemo-finetune-launcher.csv")
 }
 
 /// The launcher script of a fine-tuning row, checked against the row's own plan.

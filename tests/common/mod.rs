@@ -431,3 +431,15 @@ impl Shape<'_> {
         a
     }
 }
+
+/// Every row of the CSV file at `path` (relative to the crate root), deserialized; a missing
+/// file or a malformed row fails the test naming it.
+#[track_caller]
+pub fn csv_rows<T: serde::de::DeserializeOwned>(path: &str) -> Vec<T> {
+    csv::Reader::from_path(path)
+        .unwrap_or_else(|e| panic!("{path}: {e}"))
+        .deserialize()
+        .enumerate()
+        .map(|(i, r)| r.unwrap_or_else(|e| panic!("{path}, row {}: {e}", i + 2)))
+        .collect()
+}
