@@ -453,13 +453,15 @@ fn moe_hardware_playbook_configurations() {
 /// 3.722 s. The estimate's gain, the all-to-all time the overlap hides less the compute it
 /// slows, is 3.764 s (+1.1 %); a 5 % longer all-to-all fails this (+7 %).
 ///
-/// The agreement is in the gain, not in its parts: the same A/B's profile hid 0.11 % of the
-/// communication time without the overlap and 36.55 % with it, where the estimate's
-/// window hides all of its 4.6 s. A gain of 3.72 s at 36.55 % puts the run's communication
-/// near 10 s, about twice the estimate's, and its compute near the estimate's 14.2 s; both
-/// absolute times are 24–28 % under the measured ones (docs/validation-modern.md, "MoE
-/// hardware playbook"). A change to the inter-node all-to-all or to the overlap has to keep
-/// this gain.
+/// The agreement is in the gain, not in its parts. The same A/B's rank-0 profile (Megatron-
+/// Bridge `skills/nemo-mbridge-perf-moe-comm-overlap/SKILL.md`) has, without the overlap,
+/// about 8.25 s of communication kernels (9.079 ms of it beside compute being 0.11 %) and
+/// 1.89 s of idle GPU (a GPU-active union of 22.821 s) in the 24.71-s step, where the
+/// estimate has 4.64 s of all-to-all and no idle; the other kernels, about 14.57 s, match
+/// the estimate's 14.22 s of compute. With the overlap 36.55 % of the communication ran
+/// beside compute, where the estimate hides all of its all-to-all (docs/validation-modern.md,
+/// "MoE hardware playbook"). A change to the inter-node all-to-all or to the overlap has to
+/// keep this gain.
 #[test]
 fn ep_overlap_gain_on_16_h100_as_measured() {
     let rows = tracker_runs();
