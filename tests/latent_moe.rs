@@ -524,7 +524,9 @@ fn the_mtp_module_sits_on_the_last_pipeline_stage() {
     // layers, the output head) the busiest with or without the module, and the module on
     // it (Megatron-core builds it in the post-process stage). What the module adds to that
     // device is one more MoE layer of the device's (the PP 1 difference of 62 and 61
-    // layers) plus its projection and two norms split over TP, as at PP 1.
+    // layers), its projection and two norms split over TP, as at PP 1, and the stage's own
+    // copy of the word embedding for the module (`GPTModel` builds `self.embedding` where
+    // `mtp_process`; the weights are untied): 129 280 · 7168 / 2 parameters, 2 B each.
     let weights = dsv3_weights;
     let layer =
         weights("dsv3-p-62-0", "62", "0", "1", "16") - weights("dsv3-p-61-0", "61", "0", "1", "16");
@@ -532,7 +534,7 @@ fn the_mtp_module_sits_on_the_last_pipeline_stage() {
         - weights("dsv3-p2-61-0", "61", "0", "2", "32");
     assert_relative_eq!(
         module - layer,
-        (2.0 * 7168.0 * 7168.0 + 2.0 * 7168.0) / 2.0 * 2.0,
+        (2.0 * 7168.0 * 7168.0 + 2.0 * 7168.0) / 2.0 * 2.0 + 129_280.0 * 7168.0 / 2.0 * 2.0,
         max_relative = 1e-9
     );
 }

@@ -158,6 +158,66 @@ fn interleaved_sends_hide_in_the_steady_state_only() {
     close(pp.hidden.get(), 8.0 * 4.0 * hop, 1e-9, "PP hidden");
 }
 
+#[test]
+fn an_mtp_stage_all_reduces_its_embedding_copy() {
+    // Untied weights, so no tied-embedding sync; with one MTP module the last stage keeps
+    // its own copy of the word embedding for it (Megatron-core `GPTModel` builds
+    // `self.embedding` where `mtp_process`) and all-reduces its gradient with the first
+    // stage's once per iteration (`finalize_model_grads.py`, `_allreduce_word_embedding_grads`):
+    // V·h (bf16 gradient, TP 1) over the 4-port switch pair, 2α + V·h·2/B, beside the
+    // 2(p − 1) + 2m = 22 exposed 1F1B transfers of α + b·s·h·2/B each.
+    let sys = system(NET);
+    let variant = |mtp: &str| {
+        let text = terms_support::MODEL.replace(
+            "seq_len = 2048\n",
+            &format!("seq_len = 2048\ntied_embeddings = false\nmtp_layers = {mtp}\n"),
+        );
+        let spec: astrolabe::model::ModelSpec =
+            astrolabe::catalog::parse_toml(&text, std::path::Path::new("terms-mtp.toml")).unwrap();
+        astrolabe::model::Model::from_spec(spec).unwrap()
+    };
+    let hop = send(S * H * 2.0, 1e-6, 100e9);
+    let transfers = 2.0 * 3.0 + 8.0 * 2.0;
+    let sync = all_reduce(V * H * 2.0, 2.0, 1e-6, 100e9);
+    let pp = |mtp: &str| {
+        run(&variant(mtp), &sys, pp4(Schedule::OneFOneB, 1))
+            .time
+            .class(CommClass::Pp)
+            .exposed
+            .get()
+    };
+    close(pp("0"), transfers * hop, 1e-9, "PP exposed, untied, no MTP");
+    close(
+        pp("1"),
+        transfers * hop + sync,
+        1e-9,
+        "PP exposed with the MTP stage's sync",
+    );
+    // The copy's weights: the last stage (its 4 layers, the head and the MTP module) is the
+    // busiest device; untied it also holds the V·h copy (bf16), tied the output layer is
+    // that copy, so the two differ by exactly V·h·2 B.
+    let weights = |m: &astrolabe::model::Model| {
+        run(m, &sys, pp4(Schedule::OneFOneB, 1))
+            .memory
+            .weights
+            .get()
+    };
+    let tied = {
+        let text =
+            terms_support::MODEL.replace("seq_len = 2048\n", "seq_len = 2048\nmtp_layers = 1\n");
+        let spec: astrolabe::model::ModelSpec =
+            astrolabe::catalog::parse_toml(&text, std::path::Path::new("terms-mtp-tied.toml"))
+                .unwrap();
+        astrolabe::model::Model::from_spec(spec).unwrap()
+    };
+    close(
+        weights(&variant("1")) - weights(&tied),
+        V * H * 2.0,
+        1e-9,
+        "the MTP stage's embedding copy",
+    );
+}
+
 /// Forward and backward compute of the slowest stage per micro-batch, two GPUs, PP 2 with
 /// `layers` per stage, m = 8.
 fn stage(layers: [u32; 2]) -> (f64, f64) {

@@ -181,11 +181,13 @@ pub(super) fn pp_windows(c: &Ctx, hop: Seconds, stage: Seconds) -> Overlap {
     }
 }
 
-/// Tied embeddings with p > 1: the first and last stage all-reduce the embedding
-/// gradient (V·h/t) once per iteration (Megatron-LM).
+/// Tied embeddings or MTP modules with p > 1: the first and last stage all-reduce the word
+/// embedding's gradient (V·h/t) once per iteration (Megatron-core `finalize_model_grads.py`,
+/// `_allreduce_word_embedding_grads`: the embedding group holds the first stage and the one
+/// that keeps a copy, the output layer of a tied model or the MTP modules' own embedding).
 pub(super) fn embedding_sync(c: &Ctx) -> Result<(Seconds, f64)> {
     let n = c.place.pp.n;
-    if c.plan.pp <= 1 || !c.m.tied || n == 0 {
+    if c.plan.pp <= 1 || !(c.m.tied || c.m.mtp_layers > 0) || n == 0 {
         return Ok((Seconds::ZERO, 0.0));
     }
     let mut pair = c.place.pp;

@@ -23,7 +23,11 @@ pub(super) fn stage_params(m: &Transformer, plan: &Plan) -> f64 {
 /// `megatron/core/models/common/language_module/`). `embedding_params` counts the untied
 /// head beside the input embedding, so with p = 1 it is all on the one stage. The MTP
 /// modules sit on the last stage beside the head (Megatron-core builds them in the
-/// post-process stage), [`mtp_params`] of them.
+/// post-process stage), [`mtp_params`] of them, and with p > 1 that stage keeps its own copy
+/// of the word embedding for them (`GPTModel` builds `self.embedding` where `mtp_process`;
+/// its gradient is all-reduced with the first stage's, `finalize_model_grads.py`
+/// `_allreduce_word_embedding_grads`): `V·h/t` more unless the weights are tied, when that
+/// copy is the output layer already counted.
 ///
 /// DualPipe: device `i` holds stage `i` of one direction and stage `p − 1 − i` of the
 /// other (DeepSeek's DualPipe, `examples/example_dualpipe.py`; "parameter 2×", DeepSeek-V3
@@ -42,7 +46,7 @@ pub(super) fn held(m: &Transformer, plan: &Plan) -> (f64, u32) {
     let head = m.v * m.h / t;
     let input = if m.tied { emb } else { emb - head };
     let first = st.first as f64 * layer / t + input;
-    let last = st.last as f64 * layer / t + head + mtp;
+    let last = st.last as f64 * layer / t + head + mtp + mtp_embedding(m, plan);
     if plan.schedule == crate::parallel::Schedule::DualPipe {
         let pair = st.dualpipe_mid_pair();
         let mid = pair as f64 * layer / t;
@@ -68,6 +72,15 @@ pub(super) fn optimizer_share(plan: &Plan) -> f64 {
     } else {
         1.0
     }
+}
+
+/// The word-embedding copy the MTP modules' stage keeps when the pipeline has more than one
+/// stage and the weights are untied: `V·h/t` (a tied model's output layer is that copy).
+pub(super) fn mtp_embedding(m: &Transformer, plan: &Plan) -> f64 {
+    if m.mtp_layers == 0 || plan.pp <= 1 || m.tied {
+        return 0.0;
+    }
+    m.v * m.h / plan.tp as f64
 }
 
 /// Parameters of the MTP modules on one device of the last stage: `Transformer::mtp_params`
