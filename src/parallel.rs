@@ -376,7 +376,7 @@ pub struct Plan {
 /// `spec` with its pipeline layout resolved into the explicit split and the virtual
 /// stages: a layout of `p·v` entries implies `v` (and the interleaved schedule when
 /// `v > 1`) unless the plan sets them; it replaces the other ways to split the layers.
-fn with_layout(spec: &PlanSpec, text: &str, model: &Model) -> Result<PlanSpec> {
+fn with_layout(spec: &PlanSpec, text: &str, model: &Model) -> Result<(PlanSpec, Option<u32>)> {
     let ModelKind::Transformer(t) = &model.kind else {
         return Err(bad("pipeline_layout", "needs a transformer model".into()));
     };
@@ -397,6 +397,7 @@ fn with_layout(spec: &PlanSpec, text: &str, model: &Model) -> Result<PlanSpec> {
     let mut s = spec.clone();
     s.pipeline_layout = None;
     s.layers_per_stage = Some(l.per_rank);
+    let mtp_rank = l.mtp_rank;
     if s.virtual_stages == 1 && s.schedule == Schedule::OneFOneB {
         s.virtual_stages = l.v;
         if l.v > 1 {
@@ -414,7 +415,7 @@ fn with_layout(spec: &PlanSpec, text: &str, model: &Model) -> Result<PlanSpec> {
             ),
         ));
     }
-    Ok(s)
+    Ok((s, mtp_rank))
 }
 
 pub(crate) fn bad(key: &str, msg: String) -> Error {
@@ -517,7 +518,16 @@ impl Plan {
     /// Validates `spec` for `model` on `system_gpus` devices (used when `gpus` is unset).
     pub fn new(spec: &PlanSpec, model: &Model, system_gpus: u32) -> Result<Plan> {
         if let Some(text) = &spec.pipeline_layout {
-            return Plan::new(&with_layout(spec, text, model)?, model, system_gpus);
+            let (s, mtp_rank) = with_layout(spec, text, model)?;
+            let mut plan = Plan::new(&s, model, system_gpus)?;
+            // MTP modules on a rank other than the last (Megatron-core `mtp_standalone`). Only
+            // an interleaved layout can do it: with v = 1 the ranks after the modules' would
+            // hold no layer, which `layout::resolve` refuses, so DualPipe (v = 1) never sees it.
+            if let Some(r) = mtp_rank.filter(|&r| r + 1 < plan.pp) {
+                let layers = s.layers_per_stage.as_ref().map_or(0, |l| l[r as usize]);
+                plan.stages.mtp_apart = Some((r, layers));
+            }
+            return Ok(plan);
         }
         let s = spec;
         for (k, v) in [

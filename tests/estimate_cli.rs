@@ -621,3 +621,34 @@ fn the_pipeline_notes_by_hand() {
         "{two}"
     );
 }
+
+#[test]
+fn virtual_stages_do_not_silently_replace_a_named_schedule() {
+    // Virtual stages are the interleaved schedule's: asked for beside another schedule by
+    // name, the flags contradict each other and the run stops (it used to run interleaved).
+    let args = |schedule: &str| -> Vec<String> {
+        format!(
+            "estimate --model gpt3-175b --system dgx-a100 --gpus 1024 --tp 8 --pp 16 \
+             --global-batch 1536 --virtual-stages 2 {schedule}"
+        )
+        .split_whitespace()
+        .map(String::from)
+        .collect()
+    };
+    for s in ["dualpipe", "gpipe", "1f1b"] {
+        let a = args(&format!("--schedule {s}"));
+        let a: Vec<&str> = a.iter().map(String::as_str).collect();
+        common::usage_error(
+            &a,
+            &format!(
+                "--virtual-stages: 2 virtual stages run the interleaved schedule, but --schedule {s} was given"
+            ),
+        );
+    }
+    // Named as interleaved, or not named, they run.
+    for extra in ["--schedule interleaved", ""] {
+        let a = args(extra);
+        let a: Vec<&str> = a.iter().map(String::as_str).collect();
+        assert_eq!(common::json(&a)["plan"]["schedule"], "interleaved");
+    }
+}

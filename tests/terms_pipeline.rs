@@ -167,28 +167,19 @@ fn an_mtp_stage_all_reduces_its_embedding_copy() {
     // V·h (bf16 gradient, TP 1) over the 4-port switch pair, 2α + V·h·2/B, beside the
     // 2(p − 1) + 2m = 22 exposed 1F1B transfers of α + b·s·h·2/B each.
     let sys = system(NET);
-    let variant = |mtp: &str| {
-        let text = terms_support::MODEL.replace(
-            "seq_len = 2048\n",
-            &format!("seq_len = 2048\ntied_embeddings = false\nmtp_layers = {mtp}\n"),
-        );
-        let spec: astrolabe::model::ModelSpec =
-            astrolabe::catalog::parse_toml(&text, std::path::Path::new("terms-mtp.toml")).unwrap();
-        astrolabe::model::Model::from_spec(spec).unwrap()
-    };
     let hop = send(S * H * 2.0, 1e-6, 100e9);
     let transfers = 2.0 * 3.0 + 8.0 * 2.0;
     let sync = all_reduce(V * H * 2.0, 2.0, 1e-6, 100e9);
-    let pp = |mtp: &str| {
-        run(&variant(mtp), &sys, pp4(Schedule::OneFOneB, 1))
+    let pp = |mtp: u32| {
+        run(&with_mtp(mtp, false), &sys, pp4(Schedule::OneFOneB, 1))
             .time
             .class(CommClass::Pp)
             .exposed
             .get()
     };
-    close(pp("0"), transfers * hop, 1e-9, "PP exposed, untied, no MTP");
+    close(pp(0), transfers * hop, 1e-9, "PP exposed, untied, no MTP");
     close(
-        pp("1"),
+        pp(1),
         transfers * hop + sync,
         1e-9,
         "PP exposed with the MTP stage's sync",
@@ -202,19 +193,127 @@ fn an_mtp_stage_all_reduces_its_embedding_copy() {
             .weights
             .get()
     };
-    let tied = {
-        let text =
-            terms_support::MODEL.replace("seq_len = 2048\n", "seq_len = 2048\nmtp_layers = 1\n");
-        let spec: astrolabe::model::ModelSpec =
-            astrolabe::catalog::parse_toml(&text, std::path::Path::new("terms-mtp-tied.toml"))
-                .unwrap();
-        astrolabe::model::Model::from_spec(spec).unwrap()
-    };
     close(
-        weights(&variant("1")) - weights(&tied),
+        weights(&with_mtp(1, false)) - weights(&with_mtp(1, true)),
         V * H * 2.0,
         1e-9,
         "the MTP stage's embedding copy",
+    );
+}
+
+/// The terms model with `mtp` MTP modules, tied (`tied = true`) or untied.
+fn with_mtp(mtp: u32, tied: bool) -> astrolabe::model::Model {
+    let untied = if tied {
+        ""
+    } else {
+        "tied_embeddings = false\n"
+    };
+    let text = terms_support::MODEL.replace(
+        "seq_len = 2048\n",
+        &format!("seq_len = 2048\n{untied}mtp_layers = {mtp}\n"),
+    );
+    let spec: astrolabe::model::ModelSpec =
+        astrolabe::catalog::parse_toml(&text, std::path::Path::new("terms-mtp.toml")).unwrap();
+    astrolabe::model::Model::from_spec(spec).unwrap()
+}
+
+#[test]
+fn mtp_modules_apart_from_the_loss_by_hand() {
+    // Megatron-core's `mtp_standalone`: a layout may put the MTP modules in the last virtual
+    // stage of a rank other than the last. PP 4 × v 2 (stage k on rank k mod 4), the terms
+    // model with one tied MTP module, m = 8:
+    //   A  "Ett|ttt|tttt|tt|tt|tt|tm|L": ranks hold 4 (+ embedding E), 5, 5 + the module M
+    //      (stage 6 is rank 2's last), 2 + the loss (the head H twice: the model's and the
+    //      module's, `process_mtp_loss` runs in the post-process stage);
+    //   B  "Ett|ttt|tttt|tt|tt|tt|t|mL": the same split with the module beside the loss.
+    // Σ_i T_i = 16ℓ + E + M + 2H in both. The slowest stage is rank 2 in A, 5ℓ + M, and 5ℓ in
+    // B (rank 3 there is 2ℓ + M + 2H, about 3ℓ): A's compute is m·M longer, its bubble
+    // (Σ_i T_i − max_i T_i)/v is M/2 shorter. M comes from the same model on one GPU with
+    // and without the module, (Δ work)/m = M + H, less the head H of `parts`.
+    let sys = system(NET);
+    let m1 = with_mtp(1, true);
+    let one_gpu = |m: &astrolabe::model::Model| {
+        work(&run(
+            m,
+            &sys,
+            PlanSpec {
+                gpus: Some(1),
+                micro_batch: 1,
+                global_batch: Some(8),
+                flash_attention: true,
+                ..PlanSpec::default()
+            },
+        ))
+    };
+    let (_, _, h) = parts();
+    let module = (one_gpu(&m1) - one_gpu(&with_mtp(0, true))) / 8.0 - h;
+    let layout = |text: &str| {
+        run(
+            &m1,
+            &sys,
+            PlanSpec {
+                pipeline_layout: Some(text.into()),
+                ..pp4(Schedule::OneFOneB, 1)
+            },
+        )
+    };
+    let a = layout("Ett|ttt|tttt|tt|tt|tt|tm|L");
+    let b = layout("Ett|ttt|tttt|tt|tt|tt|t|mL");
+    assert_eq!(a.plan.stages.mtp_apart, Some((2, 5)));
+    assert_eq!(b.plan.stages.mtp_apart, None);
+    close(
+        work(&a) - work(&b),
+        8.0 * module,
+        1e-6,
+        "the module on the slowest rank",
+    );
+    close(
+        b.time.bubble.get() - a.time.bubble.get(),
+        module / 2.0,
+        1e-6,
+        "the module leaves the bubble",
+    );
+    // Weights of the busiest device: A's rank 2 holds 5 layers, the module (a layer, its
+    // 2h × h projection and two norms) and a copy of the word embedding (a middle rank has
+    // no output layer to share it with); B's busiest holds 5 layers (its last stage, 2
+    // layers, the head and the module, is lighter). 2 B each.
+    let weights = |e: &astrolabe::estimate::Estimate| e.memory.weights.get();
+    close(
+        weights(&a) - weights(&b),
+        (terms_support::layer_params() + 2.0 * H * H + 2.0 * H + V * H) * 2.0,
+        1e-9,
+        "the module and its embedding copy on rank 2",
+    );
+    // On rank 0 (PP 2 × v 2, "Et*8|t*8|m|L": stage 2 is rank 0's last) the module joins the
+    // embedding's rank, which needs no copy: that rank takes 8ℓ + E + M per micro-batch and
+    // is the slowest (rank 1: 8ℓ + 2H), and its weights are those of the model without the
+    // module on the same split plus the module's.
+    let pp2 = |m: &astrolabe::model::Model, text: &str| {
+        run(
+            m,
+            &sys,
+            PlanSpec {
+                gpus: Some(2),
+                pp: 2,
+                pipeline_layout: Some(text.into()),
+                ..pp4(Schedule::OneFOneB, 1)
+            },
+        )
+    };
+    let (l, e, _) = parts();
+    let first = pp2(&m1, "Et*8|t*8|m|L");
+    assert_eq!(first.plan.stages.mtp_apart, Some((0, 8)));
+    close(
+        work(&first) / 8.0,
+        8.0 * l + e + module,
+        1e-6,
+        "the module on rank 0",
+    );
+    close(
+        weights(&first) - weights(&pp2(&with_mtp(0, true), "Et*8|t*8||L")),
+        (terms_support::layer_params() + 2.0 * H * H + 2.0 * H) * 2.0,
+        1e-9,
+        "the module on rank 0, no copy",
     );
 }
 

@@ -395,14 +395,14 @@ fn tracker_estimate(r: &TrackerRun) -> f64 {
 
 /// The `best_configs` of Megatron-Bridge's MoE hardware playbook
 /// (`skills/nemo-mbridge-perf-moe-hardware-configs/card.yaml` at 067f987df0; NOTES.md beside
-/// the CSV says how TFLOP/s become step times), held out: 14 configurations, 10 of them
-/// expressible. The others: DeepSeek-V3 with its MTP module in a virtual stage of its own
-/// (the estimate runs MTP with the loss), DeepSeek-V3 without MTP (no published FLOPs per
+/// the CSV says how TFLOP/s become step times), held out: 14 configurations, 11 of them
+/// expressible (DeepSeek-V3 on 1,024 H100 since its layout's MTP module apart from the loss
+/// is, `Stages::mtp_apart`). The others: DeepSeek-V3 without MTP (no published FLOPs per
 /// token to turn its TFLOP/s into time) and two Qwen3-Next models (Gated DeltaNet layers).
 /// Each expressible row must estimate (a plan that does not fit still prints its time); the
 /// table is printed (`--nocapture`; docs/validation-modern.md, "MoE hardware playbook").
 /// Today's errors are asserted as bounds so that a change moving these rows away from
-/// their measurements fails here: the median |error| is 20 % and the largest 32 %
+/// their measurements fails here: the median |error| is 21.9 % and the largest 32.2 %
 /// (Qwen3-235B on 128 B200, EP 16 across two nodes); the rows are rounded (`~590`) and taken
 /// on older stacks than the performance summaries, so they are a check, not a target.
 #[test]
@@ -432,7 +432,7 @@ fn moe_hardware_playbook_configurations() {
         );
         errs.push(e.abs());
     }
-    assert_eq!(errs.len(), 10, "expressible configurations");
+    assert_eq!(errs.len(), 11, "expressible configurations");
     errs.sort_by(f64::total_cmp);
     let median = common::median(&errs);
     let max = errs[errs.len() - 1];
@@ -443,7 +443,7 @@ fn moe_hardware_playbook_configurations() {
         100.0 * median,
         100.0 * max
     );
-    assert!(median <= 0.21 && max <= 0.33, "{median} {max}");
+    assert!(median <= 0.22 && max <= 0.33, "{median} {max}");
 }
 
 /// The EP overlap's gain as NVIDIA measured it on one shape: Qwen3-30B-A3B on 16 H100 (two

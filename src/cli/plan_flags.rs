@@ -273,6 +273,20 @@ impl PlanFlags {
         if let Some(v) = self.virtual_stages {
             p.virtual_stages = v;
             if v > 1 {
+                // Virtual stages are the interleaved schedule's; another schedule asked for by
+                // name is not silently replaced.
+                if let Some(s) = self
+                    .schedule
+                    .as_deref()
+                    .filter(|_| p.schedule != Schedule::Interleaved)
+                {
+                    return Err(Error::input(
+                        "--virtual-stages",
+                        format!(
+                            "{v} virtual stages run the interleaved schedule, but --schedule {s} was given (drop one of them)"
+                        ),
+                    ));
+                }
                 p.schedule = Schedule::Interleaved;
             }
         }

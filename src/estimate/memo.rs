@@ -155,6 +155,7 @@ impl LayerKey {
             last: 0,
             mid_max: 0,
             mid_sum: 0,
+            mtp_apart: None,
         };
         LayerKey {
             quick: (

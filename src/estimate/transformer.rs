@@ -387,25 +387,43 @@ pub(super) fn evaluate<T: Trace>(
     };
     let (lay, tpw) = (&parts.lay, &parts.tpw);
     // The first `dense_layers` layers (dense MLP) sit on the first stage; MTP modules
-    // (one layer, or a hybrid model's `mtp_pattern`, and one more head each) on the last.
+    // (one layer, or a hybrid model's `mtp_pattern`, and one more head each) on the last,
+    // or, when a pipeline layout puts them apart (Megatron-core `mtp_standalone`), their
+    // layers on that rank and their heads with the loss on the last (`process_mtp_loss`
+    // runs in the post-process stage).
     let (mut first, mut last) = (&parts.first, &parts.last);
-    let (with_dense, with_mtp);
+    let (with_dense, with_mtp, with_mtp_all, first_mtp);
     let nd = m.dense_layers.min(plan.stages.first) as f64;
     if nd > 0.0 {
         with_dense = first.add(parts.dense, nd).add(*lay, -nd);
         first = &with_dense;
     }
     let mtp = m.mtp_layers as f64;
+    let mut apart = None;
     if mtp > 0.0 {
-        with_mtp = last.add(parts.mtp, mtp).add(*last, mtp);
-        last = &with_mtp;
+        with_mtp = last.add(*last, mtp);
+        match plan.stages.mtp_apart {
+            None => {
+                with_mtp_all = with_mtp.add(parts.mtp, mtp);
+                last = &with_mtp_all;
+            }
+            Some((0, _)) => {
+                first_mtp = first.add(parts.mtp, mtp);
+                first = &first_mtp;
+                last = &with_mtp;
+            }
+            Some((_, layers)) => {
+                apart = Some((layers, Block::default().add(parts.mtp, mtp)));
+                last = &with_mtp;
+            }
+        }
     }
     let bf16_ends;
     if plan.bf16_layers != [0, 0] {
         bf16_ends = bf16_layers(&c, parts, (first, last), tr)?;
         (first, last) = (&bf16_ends.0, &bf16_ends.1);
     }
-    let (worst, st, bubble) = pipeline(&c, lay, first, last, tr);
+    let (worst, st, bubble) = pipeline(&c, lay, first, last, apart, tr);
     let mb = plan.micro_batches as f64;
     let mut times = Times {
         forward: worst.fwd.compute() * mb,
@@ -786,6 +804,7 @@ fn pipeline<T: Trace>(
     lay: &Block,
     first: &Block,
     last: &Block,
+    apart: Option<(u32, Block)>,
     tr: &mut T,
 ) -> (Block, StageTime, Seconds) {
     let plan = c.plan;
@@ -819,7 +838,7 @@ fn pipeline<T: Trace>(
         let mid = n(st.mid_max);
         let mids = stage_time(&n(1)).total * st.mid_sum as f64;
         let (tf, tl) = (stage_time(&f), stage_time(&l));
-        let sum = tf.total + tl.total + mids;
+        let mut sum = tf.total + tl.total + mids;
         let mut worst = if tl.total > tf.total {
             (l, tl)
         } else {
@@ -829,6 +848,16 @@ fn pipeline<T: Trace>(
             let tm = stage_time(&mid);
             if tm.total > worst.1.total {
                 worst = (mid, tm);
+            }
+        }
+        // The middle rank holding the MTP modules: its layers (counted in the middle
+        // stages' sum) and the modules.
+        if let Some((layers, modules)) = apart {
+            let r = n(layers).add(modules, 1.0);
+            let tr_ = stage_time(&r);
+            sum = sum + tr_.total - stage_time(&n(layers)).total;
+            if tr_.total > worst.1.total {
+                worst = (r, tr_);
             }
         }
         (worst, sum)
@@ -867,6 +896,13 @@ fn pipeline<T: Trace>(
                 st.first, st.mid_max, st.mid_sum, st.last, stt.total
             )
         });
+        if let Some((r, layers)) = st.mtp_apart {
+            tr.line(|| {
+                format!(
+                    "MTP modules apart from the loss (the layout's mtp_standalone): on pipeline rank {r} beside its {layers} layers; their heads with the loss on the last rank"
+                )
+            });
+        }
         tr.line(|| {
             format!(
                 "bubble = (Σ_i T_i − max_i T_i)/v = ({sum} − {})/{} = {bubble}",

@@ -15,14 +15,18 @@
 use super::bad;
 use crate::error::Result;
 
-/// A layout resolved on `p` ranks: the virtual stages per rank and the decoder layers
-/// each rank holds (the plan's explicit split).
+/// A layout resolved on `p` ranks: the virtual stages per rank, the decoder layers each
+/// rank holds (the plan's explicit split) and the rank of the MTP modules.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Layout {
     /// Virtual stages per rank, `v` = entries / p.
     pub v: u32,
     /// Decoder layers on each pipeline rank (length p).
     pub per_rank: Vec<u32>,
+    /// The pipeline rank whose last virtual stage holds the MTP modules (`None` without
+    /// them): the last rank, with the loss, or another one (Megatron-core's
+    /// `mtp_standalone`, e.g. `Ettt|(tt|)*29,m|L` on 8 ranks puts them on rank 6).
+    pub mtp_rank: Option<u32>,
 }
 
 /// Expands `(…)*n` and `x*n`, drops commas; an error names what is malformed.
@@ -81,10 +85,12 @@ fn repeat(s: &[char], at: usize) -> Result<(Option<u32>, usize)> {
 }
 
 /// Parses `text` and resolves it on `pp` ranks for a model of `layers` decoder layers and
-/// `mtp` MTP modules, with Megatron-core's checks: `E` first and `L` last, each once; as
-/// many `t` as layers and `m` as MTP modules, every `m` after the last `t` and all in the
-/// last virtual stage of the last rank (the estimate places MTP with the head); every
-/// rank holds at least one layer (the estimate's explicit split).
+/// `mtp` MTP modules, with Megatron-core's checks
+/// (`PipelineParallelLayerLayout.validate_layer_layout`): `E` first and `L` last, each once;
+/// as many `t` as layers and `m` as MTP modules, every `m` after the last `t`, all in one
+/// virtual stage and that stage the last of its rank (`k ≥ (v−1)·p` for stage `k`, which
+/// runs on rank `k mod p`); every rank holds at least one layer (the estimate's explicit
+/// split).
 pub fn resolve(text: &str, pp: u32, layers: u32, mtp: u32) -> Result<Layout> {
     let err = |m: String| bad("pipeline_layout", m);
     let flat = expand(text)?;
@@ -118,12 +124,26 @@ pub fn resolve(text: &str, pp: u32, layers: u32, mtp: u32) -> Result<Layout> {
             count('m')
         )));
     }
-    if mtp > 0 && !stages[stages.len() - 1].contains(&"m".repeat(mtp as usize)) {
-        return Err(err(
-            "the MTP modules must sit together in the last virtual stage, with the loss \
-             (the estimate runs them on the last rank)"
-                .into(),
-        ));
+    let mtp_stage = stages.iter().position(|st| st.contains('m'));
+    if let Some(k) = mtp_stage {
+        if stages[k].matches('m').count() as u32 != mtp {
+            return Err(err(
+                "the MTP modules must sit together in one virtual stage (Megatron-core)".into(),
+            ));
+        }
+        if flat[flat.find('m').unwrap_or(0)..].contains('t') {
+            return Err(err(
+                "every decoder layer `t` comes before the MTP modules `m`".into(),
+            ));
+        }
+        if (k as u32) < n - pp {
+            return Err(err(format!(
+                "the MTP modules must sit in the last virtual stage of a rank (stages {} to \
+                 {} here), not stage {k} (Megatron-core)",
+                n - pp,
+                n - 1
+            )));
+        }
     }
     let mut per_rank = vec![0u32; pp as usize];
     for (k, st) in stages.iter().enumerate() {
@@ -135,6 +155,7 @@ pub fn resolve(text: &str, pp: u32, layers: u32, mtp: u32) -> Result<Layout> {
     Ok(Layout {
         v: n / pp,
         per_rank,
+        mtp_rank: mtp_stage.map(|k| k as u32 % pp),
     })
 }
 
@@ -149,17 +170,32 @@ mod tests {
         let four = resolve(s, 4, 61, 1).unwrap();
         assert_eq!(four.v, 4);
         assert_eq!(four.per_rank, vec![16, 16, 16, 13]);
+        assert_eq!(four.mtp_rank, Some(3));
         let two = resolve(s, 2, 61, 1).unwrap();
         assert_eq!(two.v, 8);
         assert_eq!(two.per_rank, vec![32, 29]);
+        assert_eq!(two.mtp_rank, Some(1));
+        assert_eq!(resolve("Et*30|t*31L", 2, 61, 0).unwrap().mtp_rank, None);
     }
 
     #[test]
     fn megatron_docstring_example_and_commas() {
-        // "Ettt|(tt|)*29,m|L": 32 stages; E+3t, 29 × 2t, then m, then L.
-        let l = resolve("Ettt|(tt|)*29,m|L", 1, 61, 1);
-        // the MTP module sits apart from the loss: refused.
-        assert!(l.is_err());
+        // "Ettt|(tt|)*29,m|L": 32 stages; E+3t, 29 × 2t, then m, then L. On 8 ranks (v = 4)
+        // stage 30 is rank 6's last: the MTP module sits there, apart from the loss
+        // (Megatron-core's `mtp_standalone`); ranks 0–5 hold 3 + 2·3 or 4·2 layers, rank 6
+        // 3·2 and rank 7 3·2.
+        let l = resolve("Ettt|(tt|)*29,m|L", 8, 61, 1).unwrap();
+        assert_eq!(l.v, 4);
+        assert_eq!(l.per_rank, vec![9, 8, 8, 8, 8, 8, 6, 6]);
+        assert_eq!(l.mtp_rank, Some(6));
+        // On one rank every stage is that rank's: the last (the loss's) is the only one
+        // that is its last; stage 30 is not.
+        assert!(
+            resolve("Ettt|(tt|)*29,m|L", 1, 61, 1)
+                .unwrap_err()
+                .to_string()
+                .contains("last virtual stage of a rank (stages 31 to 31 here), not stage 30")
+        );
         let ok = resolve("Ettt|(tt|)*28,tmL", 2, 60, 1).unwrap();
         // 30 stages: rank 0 takes the even ones (3 + 14·2 = 31), rank 1 the odd (14·2 + 1).
         assert_eq!(ok.v, 15);
@@ -174,7 +210,14 @@ mod tests {
         assert!(e("Et|tL|L", 3, 2, 0).contains("loss `L` once"));
         assert!(e("Et|ttL", 2, 2, 0).contains("3 decoder layers `t` for a model of 2"));
         assert!(e("Et|tL", 2, 2, 1).contains("0 MTP modules"));
-        assert!(e("Etm|tL", 2, 2, 1).contains("last virtual stage"));
+        assert!(e("Etm|tL", 2, 2, 1).contains("comes before the MTP modules"));
+        assert!(e("Et|tm|m|L", 2, 2, 2).contains("together in one virtual stage"));
+        assert!(e("Et|m|t|L", 2, 2, 1).contains("comes before the MTP modules"));
+        assert!(e("Etm|t|t|L", 2, 3, 1).contains("comes before"));
+        assert!(e("Et|tm|t|L", 2, 3, 1).contains("comes before"));
+        // m in rank 1's first chunk (stage 1 of 4 on 2 ranks): not a last chunk.
+        assert!(e("Et|tm||L", 2, 2, 1).contains("(stages 2 to 3 here), not stage 1"));
+        assert!(e("Et|m|t|tL", 2, 3, 1).contains("comes before"));
         assert!(e("E|ttL", 2, 2, 0).contains("rank 0 holds no decoder layer"));
         assert!(e("Ex|tL", 2, 2, 0).contains("unknown layer `x`"));
         assert!(e("E(t|t*2", 1, 3, 0).contains("never closed"));

@@ -39,6 +39,10 @@ pub struct Stages {
     pub mid_max: u32,
     /// Layers on all middle stages together.
     pub mid_sum: u32,
+    /// MTP modules on a rank other than the last (Megatron-core's `mtp_standalone`, set by a
+    /// pipeline layout): that rank and its decoder layers. `None`: with the loss on the last
+    /// stage.
+    pub mtp_apart: Option<(u32, u32)>,
 }
 
 impl Stages {
@@ -54,6 +58,7 @@ impl Stages {
                 last: layers,
                 mid_max: 0,
                 mid_sum: 0,
+                mtp_apart: None,
             });
         }
         if let Some(list) = s.explicit {
@@ -94,6 +99,7 @@ impl Stages {
             last,
             mid_max,
             mid_sum: (pp - 2) * base + mid,
+            mtp_apart: None,
         })
     }
 
@@ -118,6 +124,7 @@ impl Stages {
             last: list[list.len() - 1],
             mid_max: mid.iter().copied().max().unwrap_or(0),
             mid_sum: mid.iter().sum(),
+            mtp_apart: None,
         })
     }
 
@@ -154,6 +161,7 @@ impl Stages {
             last: l,
             mid_max: if pp > 2 { each } else { 0 },
             mid_sum: (pp - 2) * each,
+            mtp_apart: None,
         })
     }
 

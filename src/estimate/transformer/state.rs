@@ -27,7 +27,9 @@ pub(super) fn stage_params(m: &Transformer, plan: &Plan) -> f64 {
 /// of the word embedding for them (`GPTModel` builds `self.embedding` where `mtp_process`;
 /// its gradient is all-reduced with the first stage's, `finalize_model_grads.py`
 /// `_allreduce_word_embedding_grads`): `V·h/t` more unless the weights are tied, when that
-/// copy is the output layer already counted.
+/// copy is the output layer already counted. A pipeline layout may put the modules on
+/// another rank (`Stages::mtp_apart`, Megatron-core's `mtp_standalone`): there they and a
+/// copy of the embedding (none on rank 0, which has it) join that rank's layers.
 ///
 /// DualPipe: device `i` holds stage `i` of one direction and stage `p − 1 − i` of the
 /// other (DeepSeek's DualPipe, `examples/example_dualpipe.py`; "parameter 2×", DeepSeek-V3
@@ -45,8 +47,17 @@ pub(super) fn held(m: &Transformer, plan: &Plan) -> (f64, u32) {
     }
     let head = m.v * m.h / t;
     let input = if m.tied { emb } else { emb - head };
-    let first = st.first as f64 * layer / t + input;
-    let last = st.last as f64 * layer / t + head + mtp + mtp_embedding(m, plan);
+    let mut first = st.first as f64 * layer / t + input;
+    let mut last = st.last as f64 * layer / t + head;
+    // The MTP modules and their embedding copy: with the loss on the last stage, or on the
+    // rank a layout puts them (Megatron-core `mtp_standalone`): rank 0 has the embedding
+    // already, a middle rank keeps its own copy, tied or not (it has no output layer).
+    let mut apart = 0.0;
+    match st.mtp_apart {
+        None => last += mtp + mtp_embedding(m, plan),
+        Some((0, _)) => first += mtp,
+        Some((_, layers)) => apart = layers as f64 * layer / t + mtp + m.v * m.h / t,
+    }
     if plan.schedule == crate::parallel::Schedule::DualPipe {
         let pair = st.dualpipe_mid_pair();
         let mid = pair as f64 * layer / t;
@@ -56,7 +67,10 @@ pub(super) fn held(m: &Transformer, plan: &Plan) -> (f64, u32) {
             (mid, pair)
         };
     }
-    let most = first.max(last).max(st.mid_max as f64 * layer / t);
+    let most = first
+        .max(last)
+        .max(st.mid_max as f64 * layer / t)
+        .max(apart);
     (most, st.max_layers())
 }
 
