@@ -284,6 +284,25 @@ fn mtp_modules_apart_from_the_loss_by_hand() {
         1e-9,
         "the module and its embedding copy on rank 2",
     );
+    // At TP 2 every one of those parameters is split two ways.
+    let tp2 = |text: &str| {
+        run(
+            &m1,
+            &system("switch(2, 200GB/s, 1us) x switch(4, 100GB/s, 1us)"),
+            PlanSpec {
+                gpus: Some(8),
+                tp: 2,
+                pipeline_layout: Some(text.into()),
+                ..pp4(Schedule::OneFOneB, 1)
+            },
+        )
+    };
+    close(
+        weights(&tp2("Ett|ttt|tttt|tt|tt|tt|tm|L")) - weights(&tp2("Ett|ttt|tttt|tt|tt|tt|t|mL")),
+        (terms_support::layer_params() + 2.0 * H * H + 2.0 * H + V * H) / 2.0 * 2.0,
+        1e-9,
+        "the module and its embedding copy on rank 2, TP 2",
+    );
     // On rank 0 (PP 2 × v 2, "Et*8|t*8|m|L": stage 2 is rank 0's last) the module joins the
     // embedding's rank, which needs no copy: that rank takes 8ℓ + E + M per micro-batch and
     // is the slowest (rank 1: 8ℓ + 2H), and its weights are those of the model without the

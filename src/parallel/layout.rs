@@ -217,6 +217,8 @@ mod tests {
         assert!(e("Et|tm|t|L", 2, 3, 1).contains("comes before"));
         // m in rank 1's first chunk (stage 1 of 4 on 2 ranks): not a last chunk.
         assert!(e("Et|tm||L", 2, 2, 1).contains("(stages 2 to 3 here), not stage 1"));
+        // v = 3 on 2 ranks: stage 3 is rank 1's second chunk of three, not its last.
+        assert!(e("Et|t|t|m||L", 2, 3, 1).contains("(stages 4 to 5 here), not stage 3"));
         assert!(e("Et|m|t|tL", 2, 3, 1).contains("comes before"));
         assert!(e("E|ttL", 2, 2, 0).contains("rank 0 holds no decoder layer"));
         assert!(e("Ex|tL", 2, 2, 0).contains("unknown layer `x`"));
