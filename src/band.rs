@@ -4,9 +4,10 @@
 //! runs, `r = ln(measured / estimated)`, kept in `presets/bands/*.csv` (one file per public
 //! set: NVIDIA's NeMo and Megatron-LM tables in `runs.csv`, Megatron-Bridge's 2025–2026
 //! tables in `runs-2025.csv`, AMD Instinct and NVIDIA MLPerf Training results in
-//! `amd-mlperf.csv` and `nvidia-mlperf.csv`, and Megatron-Bridge's DeepSeek-V3 and gpt-oss-120b
-//! rows, other model families than the 2025 set's Llama 3 and Qwen3, in `frontier.csv`; the
-//! validation harnesses write them and check them, so they always belong to this model). A run's group is its device generation × dense/MoE ×
+//! `amd-mlperf.csv` and `nvidia-mlperf.csv`, Megatron-Bridge's DeepSeek-V3 and gpt-oss-120b
+//! rows, other model families than the 2025 set's Llama 3 and Qwen3, in `frontier.csv`, and
+//! the configurations of Megatron-Bridge's MoE hardware playbook, with all-to-alls across
+//! nodes on H100 and B200, in `tracker.csv`; the validation harnesses write them and check them, so they always belong to this model). A run's group is its device generation × dense/MoE ×
 //! precision class × scale; when that group has fewer than [`MIN_RUNS`] runs the band backs
 //! off to coarser groups (dropping scale, then precision, then generation, then the kind)
 //! and names the group it used.
@@ -131,7 +132,7 @@ impl Residual {
 }
 
 /// The residual sets shipped with the binary.
-pub const SETS: [(&str, &str); 5] = [
+pub const SETS: [(&str, &str); 6] = [
     (
         "runs",
         include_str!(concat!(
@@ -165,6 +166,13 @@ pub const SETS: [(&str, &str); 5] = [
         include_str!(concat!(
             env!("CARGO_MANIFEST_DIR"),
             "/presets/bands/frontier.csv"
+        )),
+    ),
+    (
+        "tracker",
+        include_str!(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/presets/bands/tracker.csv"
         )),
     ),
 ];

@@ -376,6 +376,7 @@ struct TrackerRun {
     config: String,
     gpu: String,
     num_gpus: u32,
+    precision: String,
     rounded: String,
     step_time_s: Option<f64>,
     command: String,
@@ -479,4 +480,27 @@ fn ep_overlap_gain_on_16_h100_as_measured() {
         (gain / measured - 1.0).abs() <= 0.05,
         "estimated gain {gain:.3} s against the measured {measured:.3} s"
     );
+}
+
+/// The playbook's residuals, `ln(measured / estimated)` of its expressible rows, as the
+/// prediction bands read them (`presets/bands/tracker.csv`; FP8 blockwise counts as 8-bit).
+#[test]
+fn tracker_band_residuals_are_current() {
+    let rows: Vec<astrolabe::band::Residual> = tracker_runs()
+        .iter()
+        .enumerate()
+        .filter_map(|(i, r)| {
+            let measured = r.step_time_s.filter(|_| !r.command.is_empty())?;
+            Some(astrolabe::band::Residual {
+                row: i as u32 + 2,
+                gpu: r.gpu.clone(),
+                moe: true,
+                precision: r.precision.trim_end_matches("-block").to_string(),
+                gpus: r.num_gpus,
+                log_ratio: (measured / tracker_estimate(r)).ln(),
+            })
+        })
+        .collect();
+    assert_eq!(rows.len(), 11);
+    common::check_band_residuals("tracker", &rows);
 }
