@@ -397,7 +397,6 @@ fn with_layout(spec: &PlanSpec, text: &str, model: &Model) -> Result<(PlanSpec, 
     let mut s = spec.clone();
     s.pipeline_layout = None;
     s.layers_per_stage = Some(l.per_rank);
-    let mtp_rank = l.mtp_rank;
     if s.virtual_stages == 1 && s.schedule == Schedule::OneFOneB {
         s.virtual_stages = l.v;
         if l.v > 1 {
@@ -415,7 +414,7 @@ fn with_layout(spec: &PlanSpec, text: &str, model: &Model) -> Result<(PlanSpec, 
             ),
         ));
     }
-    Ok((s, mtp_rank))
+    Ok((s, l.mtp_rank))
 }
 
 pub(crate) fn bad(key: &str, msg: String) -> Error {

@@ -125,13 +125,13 @@ pub fn resolve(text: &str, pp: u32, layers: u32, mtp: u32) -> Result<Layout> {
         )));
     }
     let mtp_stage = stages.iter().position(|st| st.contains('m'));
-    if let Some(k) = mtp_stage {
+    if let (Some(k), Some(first_m)) = (mtp_stage, flat.find('m')) {
         if stages[k].matches('m').count() as u32 != mtp {
             return Err(err(
                 "the MTP modules must sit together in one virtual stage (Megatron-core)".into(),
             ));
         }
-        if flat[flat.find('m').unwrap_or(0)..].contains('t') {
+        if flat[first_m..].contains('t') {
             return Err(err(
                 "every decoder layer `t` comes before the MTP modules `m`".into(),
             ));

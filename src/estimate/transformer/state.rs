@@ -56,7 +56,7 @@ pub(super) fn held(m: &Transformer, plan: &Plan) -> (f64, u32) {
     match st.mtp_apart {
         None => last += mtp + mtp_embedding(m, plan),
         Some((0, _)) => first += mtp,
-        Some((_, layers)) => apart = layers as f64 * layer / t + mtp + m.v * m.h / t,
+        Some((_, layers)) => apart = layers as f64 * layer / t + mtp + head,
     }
     if plan.schedule == crate::parallel::Schedule::DualPipe {
         let pair = st.dualpipe_mid_pair();
