@@ -532,8 +532,11 @@ fn deepseek_v2_costs_against_its_dense_67b_as_the_v2_report_says() {
 /// are forwarded, 128 MiB over 8 ranks (NVLink 370 GB/s, 3.4 µs) by HybridEP's kernels at
 /// η(8) of NCCL's rate (DeepEP `docs/README_Hybrid-EP.md`, GB200 at 8 ranks, 16 SMs,
 /// kernel time: 750.15 GB/s dispatch and 684.27 combine against NCCL's 740·8/7): 0.848.
-/// The larger, here the NVLink phase (378 against 369 µs), sets the time: 4 per layer, 48
-/// layers.
+/// Across the 2 nodes HybridEP's RDMA phase runs at η_x(2) of NCCL's NIC rate (the same
+/// README's H100 table, 16 ranks, 16 SMs, kernel time: 71.71 GB/s dispatch and 62.95
+/// combine, counting the bytes to both nodes, against NCCL's 47·2/1): 0.716. The larger,
+/// here the IB phase (501 against 378 µs; at NCCL's rate it would be 369, below the
+/// NVLink phase), sets the time: 4 per layer, 48 layers.
 #[test]
 fn hierarchical_dispatch_by_hand() {
     let mut miss = 1.0;
@@ -542,15 +545,17 @@ fn hierarchical_dispatch_by_hand() {
     }
     let d = 2.0 * (1.0 - miss);
     let eta8 = 0.5 * (750.15 + 684.27) * 7.0 / (8.0 * 740.0);
-    let ib = 14e-6 + 0.5 * 4096.0 * d * 2048.0 * 2.0 / 47e9;
+    let eta_x2 = 0.5 * (71.71 + 62.95) * 1.0 / (2.0 * 47.0);
+    let ib = 14e-6 + 0.5 * 4096.0 * d * 2048.0 * 2.0 / (eta_x2 * 47e9);
     let nv = 3.4e-6 + 0.875 * 4096.0 * 8.0 * 2048.0 * 2.0 / (eta8 * 370e9);
-    assert!(nv > ib, "{nv} {ib}");
+    assert!(ib > nv, "{nv} {ib}");
+    let ib_nccl = 14e-6 + 0.5 * 4096.0 * d * 2048.0 * 2.0 / 47e9;
+    assert!(nv > ib_nccl, "at NCCL's rate the NVLink phase would set it");
     let nv_nccl = 3.4e-6 + 0.875 * 4096.0 * 8.0 * 2048.0 * 2.0 / 370e9;
-    assert!(ib > nv_nccl, "at NCCL's rate the IB phase would set it");
     let v = estimate_json(&cli(
         "estimate --model qwen3-30b-a3b --system dgx-h100 --gpus 16 --seq-len 4096 --ep 16 --etp 1 --global-batch 16 --ep-dispatch hierarchical",
     ));
-    approx::assert_relative_eq!(ep(&v, "exposed_s"), 48.0 * 4.0 * nv, max_relative = 1e-3);
+    approx::assert_relative_eq!(ep(&v, "exposed_s"), 48.0 * 4.0 * ib, max_relative = 1e-3);
     // Bytes: both phases, dispatch and combine, forward and backward.
     let moved = 4096.0 * d * 2048.0 * 2.0 + 4096.0 * 8.0 * 2048.0 * 2.0;
     approx::assert_relative_eq!(
@@ -1754,8 +1759,9 @@ fn leading_dense_layers_are_timed_as_dense() {
 
 /// `--explain` names HybridEP's in-domain rate on the layers that dispatch with it: the
 /// EP group's in-domain ranks and η of them (8 ranks in one DGX H100, and 8 of EP 16 over
-/// two nodes: 0.848; 72 on an NVL72 rack: held at η(36) = 0.759), and nothing for NCCL's
-/// all-to-all or a dense model.
+/// two nodes: 0.848; 72 on an NVL72 rack: held at η(36) = 0.759), across nodes the copies
+/// per token, η_x and both phases' times, and nothing for NCCL's all-to-all or a dense
+/// model.
 #[test]
 fn explain_names_hybridep_in_domain_rate() {
     let line = |a: &'static str| explain_line(&cli(a), "EP all-to-all");
@@ -1770,6 +1776,15 @@ fn explain_names_hybridep_in_domain_rate() {
         "estimate --model qwen3-30b-a3b --system dgx-h100 --gpus 16 --ep 16 --etp 1 --global-batch 16 --ep-dispatch hierarchical",
     );
     assert!(two.contains("its 8 ranks at η(8) = 0.848"), "{two}");
+    // Across the two nodes: 1.994 distinct nodes per token (hierarchical_dispatch_by_hand),
+    // η_x(2) = 0.716, and the two phases of one all-to-all, 510.8 µs across (the IB
+    // phase of that test) and 377.7 µs inside.
+    assert!(
+        two.contains("across its 2 nodes 1.994 copies per token at η_x(2) = 0.716")
+            && two.contains("max(across 510.8 us, inside 377.7 us)"),
+        "{two}"
+    );
+    assert!(!one.contains("η_x"), "{one}");
     let rack = line(
         "estimate --model qwen3-235b-a22b --system gb200-nvl72 --gpus 64 --ep 64 --etp 1 --global-batch 64 --ep-dispatch hierarchical",
     );

@@ -82,14 +82,20 @@ fn ep_hierarchical_dispatch_crosses_the_network_once_per_node() {
     // destination node, d = N·(1 − C(E − E/N, k)/C(E, k)) copies: 8 experts on N = 2
     // nodes, k = 2: d = 2·(1 − C(4,2)/C(8,2)) = 2·(1 − 6/28) = 11/7; then it is forwarded
     // to its k experts inside the node. The two all-to-alls are pipelined: max of
-    //   across: α₁ + (2−1)/2 · 4096·d·4096·2 B / 50 GB/s = 5 µs + 0.5·52.7 MB/50 GB/s
-    //   inside: α₀ + (4−1)/4 · 4096·2·4096·2 B / 400 GB/s = 2 µs + 0.75·67.1 MB/400 GB/s
-    // (across ≈ 532 µs, inside ≈ 128 µs), 4 per layer and micro-batch.
+    //   across: α₁ + (2−1)/2 · 4096·d·4096·2 B / (η_x(2)·50 GB/s)
+    //   inside: α₀ + (4−1)/4 · 4096·2·4096·2 B / (η(4)·400 GB/s)
+    // with HybridEP's measured rates (DeepEP hybrid-ep `docs/README_Hybrid-EP.md`, 16 SMs,
+    // kernel time): across 2 H100 nodes 71.71 / 62.95 GB/s (dispatch / combine, counting
+    // the bytes to both nodes) against NCCL's 47·2/1, η_x(2) = 0.716; inside a domain of
+    // 8 or fewer the GB200 8-rank 750.15 / 684.27 against 740·8/7, η = 0.848 (across ≈
+    // 740 µs, inside ≈ 150 µs), 4 per layer and micro-batch.
     let e = mixtral(EpDispatch::Hierarchical);
     let d = 2.0 * (1.0 - 6.0 / 28.0);
     let tokens = 2.0 * S;
-    let across = all_to_all(tokens * d * H * 2.0, 2.0, 5e-6, 50e9);
-    let inside = all_to_all(tokens * 2.0 * H * 2.0, 4.0, 2e-6, 400e9);
+    let eta_x2 = 0.5 * (71.71 + 62.95) / (2.0 * 47.0);
+    let eta8 = 0.5 * (750.15 + 684.27) * 7.0 / (8.0 * 740.0);
+    let across = all_to_all(tokens * d * H * 2.0 / eta_x2, 2.0, 5e-6, 50e9);
+    let inside = all_to_all(tokens * 2.0 * H * 2.0 / eta8, 4.0, 2e-6, 400e9);
     assert!(across > 4.0 * inside);
     let mb = e.plan.micro_batches as f64;
     close(

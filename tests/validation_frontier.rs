@@ -403,7 +403,7 @@ fn tracker_estimate(r: &TrackerRun) -> f64 {
 /// Each expressible row must estimate (a plan that does not fit still prints its time); the
 /// table is printed (`--nocapture`; docs/validation-modern.md, "MoE hardware playbook").
 /// Today's errors are asserted as bounds so that a change moving these rows away from
-/// their measurements fails here: the median |error| is 21.9 % and the largest 32.2 %
+/// their measurements fails here: the median |error| is 17.0 % and the largest 30.4 %
 /// (Qwen3-235B on 128 B200, EP 16 across two nodes); the rows are rounded (`~590`) and taken
 /// on older stacks than the performance summaries, so they are a check, not a target.
 #[test]
@@ -444,27 +444,33 @@ fn moe_hardware_playbook_configurations() {
         100.0 * median,
         100.0 * max
     );
-    assert!(median <= 0.22 && max <= 0.33, "{median} {max}");
+    assert!(median <= 0.175 && max <= 0.31, "{median} {max}");
 }
 
-/// The EP overlap's gain as NVIDIA measured it on one shape: Qwen3-30B-A3B on 16 H100 (two
-/// nodes, EP 16 by HybridEP, BF16, micro-batch 1, force-balanced routing), whose playbook
-/// records an A/B of Megatron-core's EP overlap alone: 244.039 → 287.305 TFLOP/s, that is
-/// 24.714 s → 20.992 s per step at the shape's 20.147 s for 299.352 TFLOP/s, a gain of
-/// 3.722 s. The estimate's gain, the all-to-all time the overlap hides less the compute it
-/// slows, is 3.764 s (+1.1 %); a 5 % longer all-to-all fails this (+7 %).
+/// The EP overlap on one shape as NVIDIA measured and profiled it: Qwen3-30B-A3B on 16 H100
+/// (two nodes, EP 16 by HybridEP, BF16, micro-batch 1, force-balanced routing), whose
+/// playbook records an A/B of Megatron-core's EP overlap alone: 244.039 → 287.305 TFLOP/s,
+/// that is 24.714 s → 20.992 s per step at the shape's 20.147 s for 299.352 TFLOP/s, a gain
+/// of 3.722 s. The same A/B's rank-0 profile (Megatron-Bridge
+/// `skills/nemo-mbridge-perf-moe-comm-overlap/SKILL.md`) has, without the overlap, about
+/// 8.25 s of communication kernels (9.079 ms of it beside compute being 0.11 %), 1.89 s of
+/// idle GPU (a GPU-active union of 22.821 s) and about 14.57 s of other kernels in the
+/// 24.71-s step; with the overlap 36.55 % of the communication ran beside compute.
 ///
-/// The agreement is in the gain, not in its parts. The same A/B's rank-0 profile (Megatron-
-/// Bridge `skills/nemo-mbridge-perf-moe-comm-overlap/SKILL.md`) has, without the overlap,
-/// about 8.25 s of communication kernels (9.079 ms of it beside compute being 0.11 %) and
-/// 1.89 s of idle GPU (a GPU-active union of 22.821 s) in the 24.71-s step, where the
-/// estimate has 4.64 s of all-to-all and no idle; the other kernels, about 14.57 s, match
-/// the estimate's 14.22 s of compute. With the overlap 36.55 % of the communication ran
-/// beside compute, where the estimate hides all of its all-to-all (docs/validation-modern.md,
-/// "MoE hardware playbook"). A change to the inter-node all-to-all or to the overlap has to
-/// keep this gain.
+/// The estimate, part by part, without the overlap:
+/// - compute 14.19 s against the other kernels' 14.57 s (−2.6 %), bound 5 %;
+/// - all-to-all 6.28 s against the communication kernels' 8.25 s (0.76; HybridEP's
+///   measured rate across two H100 nodes, `hybridep_scaleout_efficiency`; 0.56 at NCCL's
+///   rate), bound [0.73, 0.79]: a 5 % change in the scale-out phase leaves it;
+/// - no idle GPU where the profile has 1.89 s (not asserted: not modelled).
+///
+/// With the overlap the estimate hides all of its all-to-all where the profile hid 36.55 %:
+/// its gain is 5.09 s, 1.37 times the measured 3.722 s. That is asserted as today's gap,
+/// [1.0, 1.45] times the measurement (docs/validation-modern.md, "MoE hardware playbook"):
+/// what keeps Megatron-core's 1F1B overlap from hiding an all-to-all across nodes is not
+/// modelled, and a change that models it has to move this bound.
 #[test]
-fn ep_overlap_gain_on_16_h100_as_measured() {
+fn ep_overlap_on_16_h100_against_its_profile() {
     let rows = tracker_runs();
     let by = |name: &str| {
         rows.iter()
@@ -475,9 +481,26 @@ fn ep_overlap_gain_on_16_h100_as_measured() {
     let on = by("qwen3_30b_h100_16 (earlier A/B, overlap on)");
     let measured = off.step_time_s.unwrap() - on.step_time_s.unwrap();
     approx::assert_relative_eq!(measured, 3.722, max_relative = 1e-3);
-    let gain = tracker_estimate(off) - tracker_estimate(on);
+    let json = |r: &TrackerRun| {
+        let mut args = vec!["estimate"];
+        args.extend(r.command.split_whitespace());
+        common::computed_json(&args)
+    };
+    let v = json(off);
+    let t = &v["time_breakdown"];
+    let compute = t["forward_s"].as_f64().unwrap() + t["backward_s"].as_f64().unwrap();
+    let a2a = t["communication"]["ep"]["exposed_s"].as_f64().unwrap();
     assert!(
-        (gain / measured - 1.0).abs() <= 0.05,
+        (compute / 14.57 - 1.0).abs() <= 0.05,
+        "compute {compute:.3} s"
+    );
+    assert!(
+        (0.73..=0.79).contains(&(a2a / 8.25)),
+        "all-to-all {a2a:.3} s against the profile's 8.25 s"
+    );
+    let gain = v["iteration_time_s"].as_f64().unwrap() - tracker_estimate(on);
+    assert!(
+        (1.0..=1.45).contains(&(gain / measured)),
         "estimated gain {gain:.3} s against the measured {measured:.3} s"
     );
 }

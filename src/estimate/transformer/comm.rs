@@ -24,10 +24,11 @@ use crate::units::{Bytes, Seconds};
 /// Hierarchical dispatch (`EpDispatch::Hierarchical`: DeepSeek-V3 report §3.2.2, DeepEP)
 /// sends each token across the scale-out network once per destination node, `d` copies
 /// ([`nodes_per_token`]: the expected distinct nodes of its `k` experts, capped by
-/// node-limited routing), an all-to-all of `tokens·d·h` over the EP group's nodes, and
-/// forwards the `k` expert copies inside the NVLink domain, an all-to-all of `tokens·k·h`
-/// over the in-domain ranks; the two are pipelined chunk by chunk (DeepEP's normal
-/// kernels forward over NVLink while RDMA is in flight): `max` of the two.
+/// node-limited routing), an all-to-all of `tokens·d·h` over the EP group's `n` nodes at
+/// `η_x(n)` of NCCL's rate ([`hybridep_scaleout_efficiency`], measured), and forwards the
+/// `k` expert copies inside the NVLink domain, an all-to-all of `tokens·k·h` over the
+/// in-domain ranks; the two are pipelined chunk by chunk (DeepEP's normal kernels forward
+/// over NVLink while RDMA is in flight): `max` of the two.
 ///
 /// Inside the NVLink domain the hierarchical dispatcher (Megatron-core's `flex`
 /// dispatcher with HybridEP, which the NVIDIA recipes run) moves tokens with its own
@@ -44,37 +45,57 @@ pub(super) fn ep_comm(c: &Ctx) -> Result<(Seconds, f64)> {
     if c.m.experts <= 1 {
         return Ok((Seconds::ZERO, 0.0));
     }
-    let share = c.plan.etp as f64 / c.plan.tp as f64;
-    let tokens = c.tokens * share * c.plan.moe_imbalance;
-    let bytes = tokens * c.m.top_k as f64 * c.m.eh * c.e;
-    let (inner, outer) = c.place.ep.split_at_dim(c.scale_up_dims);
-    if c.plan.ep_dispatch == EpDispatch::Hierarchical && outer.size <= 1 {
-        let eta = hybridep_nvlink_efficiency(in_domain_ranks(c));
-        return Ok((
-            coll(C::AllToAll, bytes / eta, &c.place.ep, c.coll)? * 2.0,
-            2.0 * bytes,
-        ));
-    }
-    if c.plan.ep_dispatch == EpDispatch::Hierarchical && outer.size > 1 {
-        let d = nodes_per_token(
-            c.m.experts as f64,
-            outer.size as f64,
-            c.m.top_k as f64,
-            c.m.max_nodes,
-        );
-        let across = tokens * d * c.m.eh * c.e;
-        let t = coll(C::AllToAll, across, &outer, c.coll)?.max(coll(
-            C::AllToAll,
-            bytes / hybridep_nvlink_efficiency(in_domain_ranks(c)),
-            &inner,
-            c.coll,
-        )?);
-        return Ok((t * 2.0, 2.0 * (across + bytes)));
+    let (tokens, bytes) = ep_tokens_bytes(c);
+    if c.plan.ep_dispatch == EpDispatch::Hierarchical {
+        let h = hierarchical_phases(c, tokens, bytes)?;
+        return Ok((h.across.max(h.inside) * 2.0, 2.0 * (h.across_bytes + bytes)));
     }
     Ok((
         coll(C::AllToAll, bytes, &c.place.ep, c.coll)? * 2.0,
         2.0 * bytes,
     ))
+}
+
+/// The tokens a rank dispatches per all-to-all, `(b·s/c)·(etp/t)·ι`, and their bytes
+/// `tokens·k·h·e` ([`ep_comm`]).
+fn ep_tokens_bytes(c: &Ctx) -> (f64, f64) {
+    let share = c.plan.etp as f64 / c.plan.tp as f64;
+    let tokens = c.tokens * share * c.plan.moe_imbalance;
+    (tokens, tokens * c.m.top_k as f64 * c.m.eh * c.e)
+}
+
+/// One all-to-all of the hierarchical dispatcher in its two pipelined phases
+/// ([`ep_comm`]): across the nodes (zero when the EP group sits in one NVLink domain)
+/// and inside the domain, and the bytes sent across.
+struct Phases {
+    across: Seconds,
+    inside: Seconds,
+    across_bytes: f64,
+}
+
+fn hierarchical_phases(c: &Ctx, tokens: f64, bytes: f64) -> Result<Phases> {
+    let (inner, outer) = c.place.ep.split_at_dim(c.scale_up_dims);
+    let eta = hybridep_nvlink_efficiency(in_domain_ranks(c));
+    if outer.size <= 1 {
+        return Ok(Phases {
+            across: Seconds::ZERO,
+            inside: coll(C::AllToAll, bytes / eta, &c.place.ep, c.coll)?,
+            across_bytes: 0.0,
+        });
+    }
+    let d = nodes_per_token(
+        c.m.experts as f64,
+        outer.size as f64,
+        c.m.top_k as f64,
+        c.m.max_nodes,
+    );
+    let across_bytes = tokens * d * c.m.eh * c.e;
+    let eta_x = hybridep_scaleout_efficiency(outer.size);
+    Ok(Phases {
+        across: coll(C::AllToAll, across_bytes / eta_x, &outer, c.coll)?,
+        inside: coll(C::AllToAll, bytes / eta, &inner, c.coll)?,
+        across_bytes,
+    })
 }
 
 /// HybridEP's rate inside an NVLink domain of `p` ranks as a fraction `η(p)` of NCCL's
@@ -90,7 +111,6 @@ pub(super) fn ep_comm(c: &Ctx) -> Result<(Seconds, f64)> {
 /// keeps the 8-rank value and beyond 36 the 36-rank one (not measured: held, not
 /// extrapolated).
 pub(crate) fn hybridep_nvlink_efficiency(p: u32) -> f64 {
-    const B: f64 = 740.0;
     const MEASURED: [(f64, f64, f64); 5] = [
         (8.0, 750.15, 684.27),
         (16.0, 661.93, 600.75),
@@ -98,33 +118,87 @@ pub(crate) fn hybridep_nvlink_efficiency(p: u32) -> f64 {
         (32.0, 629.79, 547.25),
         (36.0, 612.85, 543.27),
     ];
-    let eta = |(p, d, c): (f64, f64, f64)| 0.5 * (d + c) * (p - 1.0) / (p * B);
+    measured_efficiency(&MEASURED, 740.0, p)
+}
+
+/// HybridEP's scale-out phase across `n` nodes as a fraction `η_x(n)` of NCCL's rate on
+/// the same NICs. The hybrid-ep branch's H100 table (`docs/README_Hybrid-EP.md`, "H100
+/// Platform": 4096 tokens of hidden 7168, top-8, 8 local experts per rank, uniform random
+/// routing, 16 SMs, kernel time only) measures an "IB bandwidth" `L`: the bytes a rank
+/// sends to the nodes its tokens go to, its own node included (`tests/test_hybrid_ep.py`,
+/// `count_rdma_send_from_routing_map`, as DeepEP counts), over the time; 71.71 / 62.95
+/// GB/s (BF16 dispatch / combine) on 16 ranks (2 nodes of 8), 57.69 / 57.46 on 32 (4) and
+/// 49.97 / 49.77 on 64 (8). The scale-out all-to-all of those bytes over `n` nodes at
+/// NCCL's per-NIC rate `B` = 47 GB/s (the dgx-h100 preset's NDR rate) moves `(n−1)/n` of
+/// them, `L = B·n/(n−1)` by the same measure, so `η_x(n) = mean(L_d, L_c)·(n−1)/(n·B)`:
+/// 0.716, 0.919 and 0.928. Two nodes fall furthest short (their half-remote traffic is
+/// where the NVLink forwarding and the RDMA pipeline overlap least). DeepEP's own normal
+/// kernels (V1, `docs/legacy.md`: 58 and 51 GB/s on 32 and 64 H800) give 0.93 and 0.95
+/// by the same measure. Interpolated in log₂ n between; 2 nodes and fewer keep the
+/// 2-node value, beyond 8 the 8-node one (held, not extrapolated).
+pub(crate) fn hybridep_scaleout_efficiency(n: u32) -> f64 {
+    const MEASURED: [(f64, f64, f64); 3] = [
+        (2.0, 71.71, 62.95),
+        (4.0, 57.69, 57.46),
+        (8.0, 49.97, 49.77),
+    ];
+    measured_efficiency(&MEASURED, 47.0, n)
+}
+
+/// `η(p) = mean(A_dispatch, A_combine)·(p−1)/(p·B)` at the measured sizes `p` of
+/// `(p, A_dispatch, A_combine)` (ascending), interpolated linearly in log₂ p between
+/// them and held beyond the first and the last.
+fn measured_efficiency(measured: &[(f64, f64, f64)], b: f64, p: u32) -> f64 {
+    let eta = |(p, d, c): (f64, f64, f64)| 0.5 * (d + c) * (p - 1.0) / (p * b);
     let x = f64::from(p.max(1));
-    let first = MEASURED[0];
+    let first = measured[0];
     if x <= first.0 {
         return eta(first);
     }
-    for w in MEASURED.windows(2) {
+    for w in measured.windows(2) {
         let (lo, hi) = (w[0], w[1]);
         if x <= hi.0 {
             let f = (x / lo.0).log2() / (hi.0 / lo.0).log2();
             return eta(lo) + f * (eta(hi) - eta(lo));
         }
     }
-    eta(MEASURED[MEASURED.len() - 1])
+    eta(measured[measured.len() - 1])
 }
 
-/// The explain note of the hierarchical dispatcher's in-domain rate: ` (HybridEP inside
-/// the NVLink domain at η(p) = … of NCCL's rate)`, empty for other dispatchers and plans
-/// without routed experts.
+/// The explain note of the hierarchical dispatcher's rates: ` (HybridEP inside the NVLink
+/// domain at η(p) = … of NCCL's rate; across its n nodes at η_x(n) = …)`, empty for other
+/// dispatchers and plans without routed experts.
 pub(super) fn ep_dispatch_note(c: &Ctx) -> String {
     if c.m.experts <= 1 || !c.part.mlp_pair() || c.plan.ep_dispatch != EpDispatch::Hierarchical {
         return String::new();
     }
     let p = in_domain_ranks(c);
-    format!(
-        " (HybridEP inside the NVLink domain: its {p} ranks at η({p}) = {:.3} of NCCL's all-to-all rate)",
+    let inside = format!(
+        "HybridEP inside the NVLink domain: its {p} ranks at η({p}) = {:.3} of NCCL's all-to-all rate",
         hybridep_nvlink_efficiency(p)
+    );
+    let (_, outer) = c.place.ep.split_at_dim(c.scale_up_dims);
+    if outer.size <= 1 {
+        return format!(" ({inside})");
+    }
+    let n = outer.size;
+    let (tokens, bytes) = ep_tokens_bytes(c);
+    let phases = match hierarchical_phases(c, tokens, bytes) {
+        Ok(h) => format!(
+            "; each all-to-all the slower of the pipelined phases, max(across {}, inside {})",
+            h.across, h.inside
+        ),
+        Err(_) => String::new(),
+    };
+    format!(
+        " ({inside}; across its {n} nodes {:.3} copies per token at η_x({n}) = {:.3}{phases})",
+        nodes_per_token(
+            c.m.experts as f64,
+            n as f64,
+            c.m.top_k as f64,
+            c.m.max_nodes
+        ),
+        hybridep_scaleout_efficiency(n)
     )
 }
 
@@ -628,5 +702,26 @@ mod tests {
         assert_eq!(eta(1), eta(8));
         assert_eq!(eta(64), eta(36));
         assert_eq!(eta(72), eta(36));
+    }
+
+    #[test]
+    fn hybridep_scaleout_rate_from_its_published_h100_bandwidths() {
+        use super::hybridep_scaleout_efficiency as eta_x;
+        // η_x(n) = ½(dispatch + combine)·(n − 1)/(n·47 GB/s), by hand from the README's H100
+        // kernel-time figures at 16 SMs: 2 nodes 67.33 GB/s, 4 nodes 57.575, 8 nodes 49.87.
+        assert_relative_eq!(eta_x(2), 67.33 / 94.0, max_relative = 1e-12);
+        assert_relative_eq!(eta_x(2), 0.716277, epsilon = 1e-6);
+        assert_relative_eq!(eta_x(4), 57.575 * 3.0 / 188.0, max_relative = 1e-12);
+        assert_relative_eq!(eta_x(8), 49.87 * 7.0 / 376.0, max_relative = 1e-12);
+        // 3 nodes: log₂(3/2) = 0.585 of the way from 2 to 4.
+        assert_relative_eq!(
+            eta_x(3),
+            0.716277 + 0.584963 * (0.918750 - 0.716277),
+            epsilon = 1e-6
+        );
+        // Held outside the measured range: one node (no scale-out phase) and beyond 8.
+        assert_eq!(eta_x(1), eta_x(2));
+        assert_eq!(eta_x(16), eta_x(8));
+        assert_eq!(eta_x(64), eta_x(8));
     }
 }
