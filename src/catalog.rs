@@ -118,6 +118,8 @@ pub const MODELS: &[Entry] = embed!("models":
     "deepseek-llm-67b",
     "qwen3-30b-a3b",
     "qwen3-235b-a22b",
+    "qwen3-next-80b-a3b",
+    "qwen3.5-397b-a17b",
     "qwen3-0.6b",
     "qwen3-1.7b",
     "qwen3-4b",

@@ -197,6 +197,18 @@ pub struct EfficiencySpec {
     /// 9.22: 0.58, 1.87, 6.65, 25.0, 96.9 ms at 2K–32K tokens, where BF16's grows with `s`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub fp8_attention_bwd_full: bool,
+    /// The chunked gated delta rule's forward kernels (flash-linear-attention's
+    /// `chunk_gated_delta_rule`, which Megatron-LM's Gated DeltaNet layers call; head sizes
+    /// 128, chunks of 64) as `[α, β]`: `T = n·(α + β·H)` for `n` tokens of a sequence and
+    /// `H` value heads, `α` the per-token time of the recurrence that runs along the
+    /// sequence and `β` the time per token and head, fitted to a published kernel
+    /// benchmark on this device or its generation. Unset: the device has no measured
+    /// times and models with Gated DeltaNet layers are refused on it.
+    #[serde(default, with = "opt_pair", skip_serializing_if = "Option::is_none")]
+    pub gdn_fwd: Option<[Seconds; 2]>,
+    /// The same for the backward kernels (which recompute the chunk states).
+    #[serde(default, with = "opt_pair", skip_serializing_if = "Option::is_none")]
+    pub gdn_bwd: Option<[Seconds; 2]>,
     /// Fraction of HBM bandwidth an elementwise kernel sustains (STREAM-like).
     pub memory: f64,
     /// Fixed cost of one kernel launch and tail.
@@ -354,6 +366,20 @@ impl Device {
                 ));
             }
         }
+        for (k, v) in [("gdn_fwd", e.gdn_fwd), ("gdn_bwd", e.gdn_bwd)] {
+            if let Some(p) = v
+                && !p.iter().all(|t| t.get() >= 0.0 && t.get().is_finite())
+            {
+                return Err(Error::input(
+                    format!("{what}: efficiency.{k}"),
+                    format!(
+                        "must be two finite times ≥ 0 [α, β], got [{} s, {} s]",
+                        p[0].get(),
+                        p[1].get()
+                    ),
+                ));
+            }
+        }
         if !(0.0..=1.0).contains(&e.overlap_slowdown) {
             return Err(Error::input(
                 format!("{what}: efficiency.overlap_slowdown"),
@@ -454,6 +480,23 @@ impl Device {
                     ),
                 )),
             },
+        }
+    }
+
+    /// The chunked gated delta rule's `[α, β]` on this device, `(forward, backward)`
+    /// (`efficiency.gdn_fwd`, `gdn_bwd`), or an error naming the device and the keys when
+    /// its file has none.
+    pub fn gdn_rates(&self) -> Result<([Seconds; 2], [Seconds; 2])> {
+        let e = &self.spec.efficiency;
+        match (e.gdn_fwd, e.gdn_bwd) {
+            (Some(f), Some(b)) => Ok((f, b)),
+            _ => Err(Error::input(
+                "--model",
+                format!(
+                    "has Gated DeltaNet layers, and device '{}' has no measured delta-rule kernel times (efficiency.gdn_fwd and gdn_bwd in its device file); give them in a device file",
+                    self.spec.name
+                ),
+            )),
         }
     }
 
@@ -651,6 +694,39 @@ impl Fp8Recipe {
 }
 
 /// Serde adaptor for an optional compute rate written as a string with a unit.
+/// Two durations written with their units, `["24.4 ns", "1.03 ns"]`.
+mod opt_pair {
+    use super::*;
+    use serde::{Deserialize, Deserializer, Serializer, de::Error as _, ser::SerializeSeq};
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<[Seconds; 2]>, D::Error> {
+        let v = Vec::<String>::deserialize(d)?;
+        let [a, b] = v.as_slice() else {
+            return Err(D::Error::custom(format!(
+                "expected two durations [α, β], e.g. [\"24.4 ns\", \"1.03 ns\"], got {} values",
+                v.len()
+            )));
+        };
+        let p = |s: &str| {
+            crate::units::parse_seconds("value", s).map_err(|e| D::Error::custom(e.to_string()))
+        };
+        Ok(Some([p(a)?, p(b)?]))
+    }
+
+    pub fn serialize<S: Serializer>(v: &Option<[Seconds; 2]>, s: S) -> Result<S::Ok, S::Error> {
+        match v {
+            Some(p) => {
+                let mut seq = s.serialize_seq(Some(2))?;
+                for t in p {
+                    seq.serialize_element(&crate::units::plain(t.get(), "s"))?;
+                }
+                seq.end()
+            }
+            None => s.serialize_none(),
+        }
+    }
+}
+
 mod opt_rate {
     use super::*;
     use serde::{Deserializer, Serializer};
@@ -789,6 +865,35 @@ kernel_overhead = "0 s"
         spec.efficiency.gemm_fp4_vs_fp8 = Some(0.0);
         let err = Device::from_spec(spec).unwrap_err().to_string();
         assert!(err.contains("gemm_fp4_vs_fp8"), "{err}");
+    }
+
+    #[test]
+    fn delta_rule_times_and_their_checks() {
+        let mut spec = dev().spec;
+        let ns = |x: f64| Seconds::new(x * 1e-9);
+        // Without them a device refuses Gated DeltaNet models, naming the keys.
+        let err = Device::from_spec(spec.clone())
+            .unwrap()
+            .gdn_rates()
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("efficiency.gdn_fwd"), "{err}");
+        spec.efficiency.gdn_fwd = Some([ns(17.8), ns(1.29)]);
+        let d = Device::from_spec(spec.clone()).unwrap();
+        assert!(d.gdn_rates().is_err(), "both passes are needed");
+        spec.efficiency.gdn_bwd = Some([ns(57.1), ns(3.65)]);
+        let d = Device::from_spec(spec.clone()).unwrap();
+        assert_eq!(
+            d.gdn_rates().unwrap(),
+            ([ns(17.8), ns(1.29)], [ns(57.1), ns(3.65)])
+        );
+        // Times built in code (a file's are checked when parsed) must be finite and ≥ 0.
+        for bad in [-1.0, f64::INFINITY, f64::NAN] {
+            let mut s = spec.clone();
+            s.efficiency.gdn_bwd = Some([ns(57.1), Seconds::new(bad)]);
+            let err = Device::from_spec(s).unwrap_err().to_string();
+            assert!(err.contains("efficiency.gdn_bwd"), "{bad}: {err}");
+        }
     }
 
     #[test]

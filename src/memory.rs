@@ -378,10 +378,11 @@ fn mlp_term(m: &Transformer, f: f64, k: f64, q: f64, act_kept: bool) -> f64 {
 /// 16-bit; +1 with a dropout mask) replicated unless SP; then its block's split terms:
 /// attention `2 + 4·kv/a` plus the projection input and the scores, a dense MLP
 /// [`mlp_term`], an MoE layer the same × top_k, a Mamba layer [`Mamba::activation_bytes`] at `t` = 1 over `h`:
-/// `(2·(2·d_in + 2·g·N + H) + 6·d_in)/h`. A transformer layer is one attention and one MLP
-/// block (`R = 2·R₁`).
+/// `(2·(2·d_in + 2·g·N + H) + 6·d_in)/h`, a Gated DeltaNet layer [`Gdn::activation_bytes`]
+/// likewise. A transformer layer is one attention and one MLP block (`R = 2·R₁`).
 ///
 /// [`Mamba::activation_bytes`]: crate::model::Mamba::activation_bytes
+/// [`Gdn::activation_bytes`]: crate::model::Gdn::activation_bytes
 fn hybrid_layer_terms(
     m: &Transformer,
     hy: &crate::model::Hybrid,
@@ -409,6 +410,7 @@ fn hybrid_layer_terms(
     let r1 = norm + if dropout { 1.0 } else { 0.0 } + norm16 * ckpt_layers as f64 / m.layers as f64;
     let rep = r1 / if plan.sp { t } else { 1.0 };
     let mamba = hy.mamba.map_or(0.0, |mb| mb.activation_bytes(1.0) / m.h);
+    let gdn = hy.gdn.map_or(0.0, |g| g.activation_bytes(1.0) / m.h);
     let dense = if ckpt_mlp {
         0.0
     } else {
@@ -434,7 +436,8 @@ fn hybrid_layer_terms(
     let split = n.attention as f64 * (attention + scores)
         + n.mlp as f64 * dense
         + n.moe as f64 * moe
-        + n.mamba as f64 * mamba;
+        + n.mamba as f64 * mamba
+        + n.gdn as f64 * gdn;
     rep + split / t / m.layers as f64
 }
 

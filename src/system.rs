@@ -77,8 +77,9 @@ fn is_one_dim(n: &u32) -> bool {
 /// `[calibration]` table of a system: measured-over-modelled time factors, fitted by
 /// `astrolabe calibrate step` (`crate::calibrate::step`). `compute` multiplies every
 /// kernel's time (the device's GEMM efficiencies, 16-bit and low-precision, its fused
-/// attention and memory efficiencies are divided by it and its kernel overhead
-/// multiplied: t = F/(peak·e) + o and t = M/(bw·e) + o scale exactly); `communication` multiplies every collective's time (each dimension's
+/// attention and memory efficiencies are divided by it and its kernel overhead and
+/// measured delta-rule times multiplied: t = F/(peak·e) + o, t = M/(bw·e) + o and
+/// t = n·τ scale exactly); `communication` multiplies every collective's time (each dimension's
 /// bandwidth is divided by it and its latency multiplied: t = s·α + c·n/B scales exactly).
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -132,6 +133,8 @@ impl CalibrationSpec {
         e.fa2_bwd = e.fa2_bwd.map(|b| b / self.compute);
         e.memory /= self.compute;
         e.kernel_overhead = e.kernel_overhead * self.compute;
+        e.gdn_fwd = e.gdn_fwd.map(|p| p.map(|t| t * self.compute));
+        e.gdn_bwd = e.gdn_bwd.map(|p| p.map(|t| t * self.compute));
         for d in topology.dims_mut() {
             d.bandwidth = d.bandwidth / self.communication;
             d.latency = d.latency * self.communication;

@@ -34,7 +34,7 @@ fn leave_one_out(runs: &[(Key, f64)]) -> (f64, f64) {
 #[test]
 fn leave_one_out_coverage_and_width() {
     let runs = runs();
-    assert_eq!(runs.len(), 144 + 45 + 19 + 21 + 29 + 11);
+    assert_eq!(runs.len(), 144 + 45 + 19 + 21 + 29 + 13);
     let (coverage, width) = leave_one_out(&runs);
     println!(
         "{} runs: {:.1}% inside their leave-one-out 80% band, median width {:.1}% of the estimate",

@@ -55,13 +55,18 @@ fn every_preset_file_is_built_in() {
 }
 
 /// A scenario whose baseline is `model` on `system` over its innermost dimension (a
-/// plain data-parallel plan, valid for every model kind), with one variant per device.
+/// plain data-parallel plan, valid for every model kind), with one variant per device
+/// (for a model with Gated DeltaNet layers, per device with measured delta-rule times:
+/// the others refuse it, `gated_deltanet_needs_measured_kernel_times`).
 fn walk_scenario(model: &str, system: &str, gpus: u32, precision: &str) -> String {
     let mut s = format!(
         "model = \"{model}\"\nsystem = \"{system}\"\n[plan]\ngpus = {gpus}\nprecision = \"{precision}\"\n"
     );
     for d in catalog::names(Kind::Device) {
         let dev = catalog::device(d).unwrap_or_else(|e| panic!("device {d}: {e}"));
+        if has_gdn(model) && dev.spec.efficiency.gdn_fwd.is_none() {
+            continue;
+        }
         // Each device in a precision it has (V100 has no bf16, TPU v4 no fp16).
         let precision = if dev.spec.matrix.bf16.is_some() {
             "bf16"
@@ -73,6 +78,14 @@ fn walk_scenario(model: &str, system: &str, gpus: u32, precision: &str) -> Strin
         ));
     }
     s
+}
+
+/// Whether a catalog model has Gated DeltaNet layers.
+fn has_gdn(model: &str) -> bool {
+    catalog::model(model)
+        .ok()
+        .and_then(|m| m.transformer().and_then(|t| t.hybrid).and_then(|h| h.gdn))
+        .is_some()
 }
 
 #[test]
@@ -87,6 +100,15 @@ fn every_model_system_and_device_evaluates() {
         };
         for model in catalog::names(Kind::Model) {
             let text = walk_scenario(model, system, gpus, precision);
+            if has_gdn(model) && sys.device.spec.efficiency.gdn_fwd.is_none() {
+                // No measured delta-rule times on this system's device: refused by name.
+                let e = compare::parse(&text, Path::new("walk.toml"))
+                    .and_then(|s| s.evaluate())
+                    .map(|_| ())
+                    .expect_err("a Gated DeltaNet model without measured kernel times");
+                assert!(e.to_string().contains("efficiency.gdn_fwd"), "{e}");
+                continue;
+            }
             let cmp = compare::parse(&text, Path::new("walk.toml"))
                 .and_then(|s| s.evaluate())
                 .unwrap_or_else(|e| panic!("{model} on {system}: {e}"));

@@ -356,7 +356,9 @@ fn mtp_activations_by_hand() {
     // The module's own line: its pattern `*E` as kinds, run once per depth; a model without
     // MTP depths prints none.
     assert!(
-        text.contains(" MTP module = 0·T_M + 1·T_* + 0·T_- + 1·T_E (mtp_pattern), run 2 times"),
+        text.contains(
+            " MTP module = 0·T_M + 0·T_G + 1·T_* + 0·T_- + 1·T_E (mtp_pattern), run 2 times"
+        ),
         "explain shows the MTP module"
     );
     // Nor does it add MTP activations, nor does a pipeline's first stage, which holds none.

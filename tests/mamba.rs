@@ -190,7 +190,7 @@ fn the_mean_layer_weighs_each_kind_by_its_count() {
     assert_eq!(totals.len(), 3, "Mamba, attention and MLP layers");
     let mean = text
         .lines()
-        .find(|l| l.contains("mean layer = (54·T_M + 10·T_* + 54·T_- + 0·T_E)/118"))
+        .find(|l| l.contains("mean layer = (54·T_M + 0·T_G + 10·T_* + 54·T_- + 0·T_E)/118"))
         .expect("the mean-layer line");
     let w = [54.0, 10.0, 54.0];
     let f: f64 = totals.iter().zip(w).map(|(t, k)| k * t.0).sum::<f64>() / 118.0;

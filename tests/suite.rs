@@ -39,6 +39,7 @@ mod estimate_cli;
 mod estimate_props;
 mod fp8_attention;
 mod fused_attention;
+mod gdn;
 mod host;
 mod latent_moe;
 mod limits;

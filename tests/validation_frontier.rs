@@ -396,10 +396,11 @@ fn tracker_estimate(r: &TrackerRun) -> f64 {
 
 /// The `best_configs` of Megatron-Bridge's MoE hardware playbook
 /// (`skills/nemo-mbridge-perf-moe-hardware-configs/card.yaml` at 067f987df0; NOTES.md beside
-/// the CSV says how TFLOP/s become step times), held out: 14 configurations, 11 of them
+/// the CSV says how TFLOP/s become step times), held out: 14 configurations, 13 of them
 /// expressible (DeepSeek-V3 on 1,024 H100 since its layout's MTP module apart from the loss
-/// is, `Stages::mtp_apart`). The others: DeepSeek-V3 without MTP (no published FLOPs per
-/// token to turn its TFLOP/s into time) and two Qwen3-Next models (Gated DeltaNet layers).
+/// is, `Stages::mtp_apart`; Qwen3-Next 80B and Qwen3.5 397B since Gated DeltaNet layers are,
+/// `model::gdn`). The other: DeepSeek-V3 without MTP (no published FLOPs per token to turn
+/// its TFLOP/s into time).
 /// Each expressible row must estimate (a plan that does not fit still prints its time); the
 /// table is printed (`--nocapture`; docs/validation-modern.md, "MoE hardware playbook").
 /// Today's errors are asserted as bounds so that a change moving these rows away from
@@ -433,7 +434,7 @@ fn moe_hardware_playbook_configurations() {
         );
         errs.push(e.abs());
     }
-    assert_eq!(errs.len(), 11, "expressible configurations");
+    assert_eq!(errs.len(), 13, "expressible configurations");
     errs.sort_by(f64::total_cmp);
     let median = common::median(&errs);
     let max = errs[errs.len() - 1];
@@ -524,6 +525,6 @@ fn tracker_band_residuals_are_current() {
             })
         })
         .collect();
-    assert_eq!(rows.len(), 11);
+    assert_eq!(rows.len(), 13);
     common::check_band_residuals("tracker", &rows);
 }

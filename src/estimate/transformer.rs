@@ -129,19 +129,20 @@ impl Block {
 }
 
 /// Which block of a layer a [`Ctx`] times: a transformer layer (attention + MLP), or one
-/// layer of a hybrid model (`model::mamba`): attention only, MLP (dense or MoE) only, or a
-/// Mamba mixer.
+/// layer of a hybrid model (`model::mamba`): attention only, MLP (dense or MoE) only, a
+/// Mamba mixer or a Gated DeltaNet mixer (`model::gdn`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Part {
     Layer,
     Attention,
     Mlp,
     Mamba,
+    Gdn,
 }
 
 impl Part {
-    /// The block has the attention's column/row-parallel pair of linears (a Mamba layer's
-    /// input and output projections take their place).
+    /// The block has the attention's column/row-parallel pair of linears (a Mamba or Gated
+    /// DeltaNet layer's input and output projections take their place).
     fn attention_pair(self) -> bool {
         self != Part::Mlp
     }
@@ -163,6 +164,9 @@ struct Ctx<'a> {
     /// The fused-attention kernel's `(forward, backward, n0)` rates
     /// ([`Device::attention_rates`] for `plan.attention_kernel`).
     attn_rates: (f64, f64, u32),
+    /// The chunked gated delta rule's `[α, β]` `(forward, backward)`
+    /// ([`Device::gdn_rates`]; zero for models without Gated DeltaNet layers).
+    gdn_rates: ([Seconds; 2], [Seconds; 2]),
     /// With `plan.fp8_attention`: the 8-bit kernel's speed-ups over the 16-bit one,
     /// `(forward, backward)`, and whether its backward computes every causal tile under a
     /// sliding window ([`Device::fp8_attention_speedup`],
@@ -329,6 +333,10 @@ pub(super) fn evaluate<T: Trace>(
         peak
     };
     let attn_rates = dev.attention_rates(plan.attention_kernel)?;
+    let gdn_rates = match m.hybrid.and_then(|h| h.gdn) {
+        Some(_) => dev.gdn_rates()?,
+        None => ([Seconds::ZERO; 2], [Seconds::ZERO; 2]),
+    };
     let fp8_attn = if plan.fp8_attention {
         let (f, b) = dev.fp8_attention_speedup(plan.precision)?;
         Some((f, b, dev.spec.efficiency.fp8_attention_bwd_full))
@@ -356,6 +364,7 @@ pub(super) fn evaluate<T: Trace>(
         peak,
         attn_peak,
         attn_rates,
+        gdn_rates,
         fp8_attn,
         plan,
         place,
@@ -635,6 +644,7 @@ fn hybrid_parts<T: Trace>(c: &Ctx, hy: &crate::model::Hybrid, tr: &mut T) -> Res
         }
         let (m, part, name) = match kind {
             LayerKind::Mamba => (c.m, Part::Mamba, "Mamba (M)"),
+            LayerKind::Gdn => (c.m, Part::Gdn, "Gated DeltaNet (G)"),
             LayerKind::Attention => (c.m, Part::Attention, "attention (*)"),
             LayerKind::Mlp => (&dense, Part::Mlp, "MLP (-)"),
             LayerKind::Moe => (c.m, Part::Mlp, "MoE (E)"),
@@ -704,23 +714,46 @@ fn hybrid_parts<T: Trace>(c: &Ctx, hy: &crate::model::Hybrid, tr: &mut T) -> Res
     })
 }
 
-/// `n_M·T_M + n_*·T_* + n_-·T_- + n_E·T_E` with a pattern's layer counts put in.
+/// `n_M·T_M + n_G·T_G + n_*·T_* + n_-·T_- + n_E·T_E` with a pattern's layer counts put in.
 fn kinds_sum(k: &crate::model::LayerCounts) -> String {
     format!(
-        "{}·T_M + {}·T_* + {}·T_- + {}·T_E",
-        k.mamba, k.attention, k.mlp, k.moe
+        "{}·T_M + {}·T_G + {}·T_* + {}·T_- + {}·T_E",
+        k.mamba, k.gdn, k.attention, k.mlp, k.moe
     )
 }
 
 /// What a hybrid model needs of a plan (Megatron-LM `MambaMixer` and
 /// `MambaContextParallel` asserts): TP divides the Mamba heads and groups; with CP, CP
-/// divides the heads per TP rank and the groups per TP rank divide CP or CP them. LoRA is
-/// not modelled for Mamba layers.
+/// divides the heads per TP rank and the groups per TP rank divide CP or CP them; TP × CP
+/// divides the Gated DeltaNet key and value heads (`TransformerConfig.__post_init__`). LoRA
+/// is not modelled for hybrid models.
 fn hybrid_plan_checks(m: &Transformer, plan: &Plan) -> Result<()> {
+    let bad = |flag: &str, msg: String| Err(crate::error::Error::input(flag, msg));
+    if let Some(g) = m.hybrid.and_then(|h| h.gdn) {
+        // Megatron-LM `TransformerConfig.__post_init__`: the key and the value heads are each
+        // divisible by TP·CP (heads split over TP, then over CP by its all-to-all).
+        let tc = (plan.tp * plan.cp) as f64;
+        if g.key_heads % tc != 0.0 || g.value_heads % tc != 0.0 {
+            return bad(
+                if plan.cp > 1 { "--cp" } else { "--tp" },
+                format!(
+                    "TP × CP = {} must divide the Gated DeltaNet key heads ({}) and value heads ({}) (Megatron-LM splits both over TP, then CP)",
+                    plan.tp * plan.cp,
+                    g.key_heads,
+                    g.value_heads
+                ),
+            );
+        }
+        if plan.lora_rank > 0 {
+            return bad(
+                "--lora-rank",
+                "LoRA is not modelled for hybrid models".to_string(),
+            );
+        }
+    }
     let Some(mb) = m.hybrid.and_then(|h| h.mamba) else {
         return Ok(());
     };
-    let bad = |flag: &str, msg: String| Err(crate::error::Error::input(flag, msg));
     let (t, cp) = (plan.tp as f64, plan.cp as f64);
     if mb.heads % t != 0.0 || mb.groups % t != 0.0 {
         return bad(

@@ -245,6 +245,8 @@ impl Mamba {
 pub enum LayerKind {
     /// `M`: a Mamba-2 mixer.
     Mamba,
+    /// `G`: a Gated DeltaNet mixer (`model::gdn`).
+    Gdn,
     /// `*`: self-attention.
     Attention,
     /// `-`: a dense MLP of width `ffn_hidden`.
@@ -260,6 +262,8 @@ pub enum LayerKind {
 pub struct LayerCounts {
     /// `M` layers.
     pub mamba: u32,
+    /// `G` layers.
+    pub gdn: u32,
     /// `*` layers.
     pub attention: u32,
     /// `-` layers.
@@ -270,8 +274,8 @@ pub struct LayerCounts {
 
 impl LayerCounts {
     /// Parses `[transformer] hybrid_pattern` for a model of `layers` layers: one of
-    /// `M * - E` per layer (Megatron-LM `Symbols`). Other Megatron-LM symbols are refused by
-    /// name: `G` (Gated DeltaNet), `D` (DeepSeek sparse attention), `+` (MLA) and `|`
+    /// `M G * - E` per layer (Megatron-LM `Symbols`). Other Megatron-LM symbols are refused
+    /// by name: `D` (DeepSeek sparse attention), `+` (MLA) and `|`
     /// (pipeline boundaries) are not modelled; `/` (Megatron-LM's MTP suffix) is written as
     /// [`Self::parse_mtp`]'s `mtp_pattern`.
     pub fn parse(pattern: &str, layers: u32) -> Result<LayerCounts> {
@@ -294,7 +298,7 @@ impl LayerCounts {
 
     /// Layers of every kind.
     pub fn total(&self) -> u32 {
-        self.mamba + self.attention + self.mlp + self.moe
+        self.mamba + self.gdn + self.attention + self.mlp + self.moe
     }
 
     fn parse_as(what: &str, pattern: &str, layers: Option<u32>) -> Result<LayerCounts> {
@@ -304,12 +308,12 @@ impl LayerCounts {
             len += 1;
             let kind = match ch {
                 'M' => LayerKind::Mamba,
+                'G' => LayerKind::Gdn,
                 '*' => LayerKind::Attention,
                 '-' => LayerKind::Mlp,
                 'E' => LayerKind::Moe,
                 other => {
                     let why = match other {
-                        'G' => " (Gated DeltaNet layers are not modelled)",
                         'D' => " (DeepSeek sparse-attention layers are not modelled)",
                         '+' => " (MLA layers in a hybrid pattern are not modelled)",
                         '|' => " (pipeline stage boundaries: use the plan's layers_per_stage)",
@@ -319,7 +323,7 @@ impl LayerCounts {
                     return Err(Error::input(
                         what,
                         format!(
-                            "character {} ('{other}') is not a layer: expected M (Mamba), * (attention), - (MLP) or E (MoE){why}",
+                            "character {} ('{other}') is not a layer: expected M (Mamba), G (Gated DeltaNet), * (attention), - (MLP) or E (MoE){why}",
                             i + 1
                         ),
                     ));
@@ -327,6 +331,7 @@ impl LayerCounts {
             };
             match kind {
                 LayerKind::Mamba => n.mamba += 1,
+                LayerKind::Gdn => n.gdn += 1,
                 LayerKind::Attention => n.attention += 1,
                 LayerKind::Mlp => n.mlp += 1,
                 LayerKind::Moe => n.moe += 1,
@@ -346,9 +351,10 @@ impl LayerCounts {
     }
 
     /// The counts as (kind, layers), in a fixed order.
-    pub fn kinds(&self) -> [(LayerKind, u32); 4] {
+    pub fn kinds(&self) -> [(LayerKind, u32); 5] {
         [
             (LayerKind::Mamba, self.mamba),
+            (LayerKind::Gdn, self.gdn),
             (LayerKind::Attention, self.attention),
             (LayerKind::Mlp, self.mlp),
             (LayerKind::Moe, self.moe),
@@ -429,19 +435,22 @@ mod tests {
             n,
             LayerCounts {
                 mamba: 2,
+                gdn: 0,
                 attention: 1,
                 mlp: 2,
                 moe: 1
             }
         );
+        let q = LayerCounts::parse("GEGEGE*E", 8).unwrap();
+        assert_eq!((q.gdn, q.attention, q.moe, q.total()), (3, 1, 4, 8));
         let e = LayerCounts::parse("M-M*", 5).unwrap_err().to_string();
         assert!(
             e.contains("has 4 layers but transformer.layers is 5"),
             "{e}"
         );
-        let e = LayerCounts::parse("M-G*", 4).unwrap_err().to_string();
+        let e = LayerCounts::parse("M-D*", 4).unwrap_err().to_string();
         assert!(
-            e.contains("character 3 ('G')") && e.contains("Gated DeltaNet"),
+            e.contains("character 3 ('D')") && e.contains("sparse-attention"),
             "{e}"
         );
         let e = LayerCounts::parse("M-M*/MM", 7).unwrap_err().to_string();

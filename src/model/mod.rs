@@ -6,6 +6,7 @@
 
 pub mod attention;
 pub mod dlrm;
+pub mod gdn;
 pub mod layered;
 pub mod mamba;
 pub mod moe;
@@ -16,6 +17,7 @@ use serde::{Deserialize, Serialize};
 
 pub use attention::{Attention, MlaSpec, Split};
 pub use dlrm::{Dlrm, DlrmSpec};
+pub use gdn::{Gdn, GdnSpec};
 pub use layered::{Layered, LayeredSpec};
 pub use mamba::{LayerCounts, LayerKind, Mamba, MambaSpec};
 pub use moe::MoeSpec;

@@ -4,6 +4,7 @@
 //! (parameters, FLOPs per token) precomputed.
 
 use super::attention::{Attention, LayerAttention, MlaSpec, Window};
+use super::gdn::{Gdn, GdnSpec};
 use super::mamba::{LayerCounts, Mamba, MambaSpec};
 use super::moe::{MoeSpec, mlp_params};
 use crate::error::{Error, Result};
@@ -96,6 +97,9 @@ pub struct TransformerSpec {
     /// The Mamba-2 mixer of the pattern's `M` layers.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mamba: Option<MambaSpec>,
+    /// The Gated DeltaNet mixer of the pattern's `G` layers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gdn: Option<GdnSpec>,
     /// The layers of one MTP module of a hybrid model, in `hybrid_pattern`'s symbols
     /// (Megatron-LM `mtp_hybrid_override_pattern`; Nemotron 3 Super `"*E"`): each of the
     /// `mtp_layers` modules runs these layers, a `2h × h` projection and the output head.
@@ -115,6 +119,8 @@ pub struct Hybrid {
     pub counts: LayerCounts,
     /// The Mamba mixer (`None` when the pattern has no `M`).
     pub mamba: Option<Mamba>,
+    /// The Gated DeltaNet mixer (`None` when the pattern has no `G`).
+    pub gdn: Option<Gdn>,
     /// Layers of one MTP module (`mtp_pattern`; zero without MTP).
     pub mtp: LayerCounts,
 }
@@ -283,6 +289,12 @@ impl Transformer {
                     "needs hybrid_pattern (which layers are Mamba layers), e.g. \"M-M*-\"",
                 ));
             }
+            if spec.gdn.is_some() {
+                return Err(Error::input(
+                    format!("{w}.gdn"),
+                    "needs hybrid_pattern (which layers are Gated DeltaNet layers), e.g. \"GEGEGE*E\"",
+                ));
+            }
             return Ok(None);
         };
         let counts = LayerCounts::parse(p, spec.layers)?;
@@ -298,6 +310,22 @@ impl Transformer {
                 return Err(Error::input(
                     format!("{w}.mamba"),
                     "is unused: hybrid_pattern has no M layer",
+                ));
+            }
+            (None, 0) => None,
+        };
+        let gdn = match (&spec.gdn, counts.gdn) {
+            (Some(g), 1..) => Some(Gdn::from_spec(g)?),
+            (None, 1..) => {
+                return Err(Error::input(
+                    format!("{w}.hybrid_pattern"),
+                    "has G layers: needs a [transformer.gdn] table (key_heads, value_heads, key_head_dim, value_head_dim)",
+                ));
+            }
+            (Some(_), 0) => {
+                return Err(Error::input(
+                    format!("{w}.gdn"),
+                    "is unused: hybrid_pattern has no G layer",
                 ));
             }
             (None, 0) => None,
@@ -364,7 +392,12 @@ impl Transformer {
                 n
             }
         };
-        Ok(Some(Hybrid { counts, mamba, mtp }))
+        Ok(Some(Hybrid {
+            counts,
+            mamba,
+            gdn,
+            mtp,
+        }))
     }
 
     fn derive(spec: &TransformerSpec, kv: u32, f: u32, moe: MoeSpec) -> Transformer {
@@ -533,7 +566,8 @@ impl Transformer {
     /// experts per MoE layer (`E` for the model, fewer for one device's share): each layer
     /// has one pre-norm (`n₁`, half a transformer layer's two) and its block,
     /// `Σ_k L_k·P_k / L` with `P_M` the Mamba layer ([`Mamba::params`], its norm
-    /// included), `P_* = attention + n₁`, `P_- = dense MLP + n₁`,
+    /// included), `P_G` the Gated DeltaNet layer ([`Gdn::params`], likewise),
+    /// `P_* = attention + n₁`, `P_- = dense MLP + n₁`,
     /// `P_E = routed·expert + shared + router + n₁`.
     pub fn hybrid_layer_params(&self, hy: &Hybrid, routed: f64) -> f64 {
         self.hybrid_sum_params(&hy.counts, hy, routed) / self.layers as f64
@@ -549,7 +583,9 @@ impl Transformer {
         };
         let n1 = (self.other_layer_params - router) / 2.0;
         let mamba = hy.mamba.map_or(0.0, |m| m.params(self.h));
+        let gdn = hy.gdn.map_or(0.0, |g| g.params(self.h));
         c.mamba as f64 * mamba
+            + c.gdn as f64 * gdn
             + c.attention as f64 * (self.attn_params + n1)
             + c.mlp as f64 * (self.dense_mlp_params + n1)
             + c.moe as f64
@@ -613,8 +649,8 @@ impl Transformer {
     /// projection and a head each.
     ///
     /// A hybrid model sums its layers by kind: `L_*·(2·P_attn + core) + L_-·2·P_mlp +
-    /// L_E·2·(k·P_expert + P_shared) + L_M·F_mamba` ([`Mamba::forward_flops_per_token`])
-    /// plus the head, the sum Megatron-Bridge's `flop_utils.hybrid_flops` takes (with its
+    /// L_E·2·(k·P_expert + P_shared) + L_M·F_mamba + L_G·F_gdn`
+    /// ([`Mamba::forward_flops_per_token`], [`Gdn::forward_flops_per_token`]) plus the head, the sum Megatron-Bridge's `flop_utils.hybrid_flops` takes (with its
     /// own scan term).
     pub fn forward_flops_per_token(&self) -> f64 {
         let head = 2.0 * self.v * self.h;
@@ -636,7 +672,8 @@ impl Transformer {
     }
 
     /// Forward FLOPs per token of the hybrid layers `c`: `c_*·(2·P_attn + core) +
-    /// c_-·2·w(h, f) + c_E·2·(k·w(eh, f) + w(h, f_shared) + 2·h·ℓ) + c_M·F_mamba`.
+    /// c_-·2·w(h, f) + c_E·2·(k·w(eh, f) + w(h, f_shared) + 2·h·ℓ) + c_M·F_mamba +
+    /// c_G·F_gdn`.
     fn hybrid_sum_flops(&self, c: &LayerCounts, hy: &Hybrid) -> f64 {
         let g = if self.gated { 3.0 } else { 2.0 };
         let core = 2.0 * self.s * self.heads as f64 * (self.attn.qk_d + self.attn.v_d);
@@ -645,6 +682,7 @@ impl Transformer {
             + c.mlp as f64 * 2.0 * g * self.h * self.dense_f
             + c.moe as f64 * 2.0 * self.moe_matmul_params()
             + c.mamba as f64 * mamba
+            + c.gdn as f64 * hy.gdn.map_or(0.0, |g| g.forward_flops_per_token(self.h))
     }
 
     /// FLOPs of the attention core (QKᵀ and attention·V) per token and layer, averaged over
@@ -706,6 +744,7 @@ mod tests {
             attention_pattern: None,
             hybrid_pattern: None,
             mamba: None,
+            gdn: None,
         })
         .unwrap()
     }
@@ -762,6 +801,7 @@ mod tests {
             attention_pattern: None,
             hybrid_pattern: None,
             mamba: None,
+            gdn: None,
         })
         .unwrap();
         assert_relative_eq!(t.params(), 68.98e9, max_relative = 2e-3);

@@ -41,6 +41,20 @@ pub(super) struct CpComm {
     pub(super) slow: (Seconds, Seconds),
 }
 
+/// A mixer's context-parallel exchange from sequence to head shards and back (Mamba's and
+/// Gated DeltaNet's): an all-to-all of `pre` bytes before the mixer and one of `post` after
+/// it each pass, exposed.
+fn head_exchange(c: &Ctx, pre: f64, post: f64) -> Result<CpComm> {
+    let span = &c.place.cp;
+    let x = coll(C::AllToAll, pre, span, c.coll)? + coll(C::AllToAll, post, span, c.coll)?;
+    Ok(CpComm {
+        fwd: (x, Seconds::ZERO),
+        bwd: (x, Seconds::ZERO),
+        bytes: (pre + post, pre + post),
+        slow: (Seconds::ZERO, Seconds::ZERO),
+    })
+}
+
 /// CP communication given the layer's attention-core time per pass on this rank.
 pub(super) fn cp_comm(c: &Ctx, att_f: Seconds, att_b: Seconds) -> Result<CpComm> {
     let cp = c.plan.cp as f64;
@@ -57,14 +71,18 @@ pub(super) fn cp_comm(c: &Ctx, att_f: Seconds, att_b: Seconds) -> Result<CpComm>
             // to head shards before the convolution and scan, and of y back after it;
             // backward, their gradients. Exposed, as the Ulysses exchanges below.
             let pre = tokens * mb.in_proj_width(t) * c.e;
-            let post = tokens * mb.d_inner() / t * c.e;
-            let x = coll(C::AllToAll, pre, span, c.coll)? + coll(C::AllToAll, post, span, c.coll)?;
-            return Ok(CpComm {
-                fwd: (x, Seconds::ZERO),
-                bwd: (x, Seconds::ZERO),
-                bytes: (pre + post, pre + post),
-                slow: (Seconds::ZERO, Seconds::ZERO),
-            });
+            return head_exchange(c, pre, tokens * mb.d_inner() / t * c.e);
+        }
+        (Part::Gdn, _) => {
+            // Megatron-LM `GatedDeltaNet` with CP: all-to-all of the input projection's
+            // output (`q, k, v, z, β, α`) from sequence to head shards before the
+            // convolution and delta rule, and of the gated norm's output back before the
+            // output projection; backward, their gradients. Exposed, as Mamba's.
+            let Some(g) = m.hybrid.and_then(|h| h.gdn) else {
+                return Ok(CpComm::default());
+            };
+            let pre = tokens * g.in_proj_width(t) * c.e;
+            return head_exchange(c, pre, tokens * g.v() / t * c.e);
         }
         _ => {}
     }

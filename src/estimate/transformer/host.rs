@@ -79,7 +79,9 @@ fn linears(n: f64, low: bool) -> Ops {
 /// - `moe`: dispatch, permute, unpermute and combine (4 each pass), the activation (1),
 ///   each local expert's 2 linear layers by [`linears`] (one GEMM per expert:
 ///   Transformer Engine's `GroupedLinear`), and a LatentMoE's `ℓ → h` linear layer;
-/// - `mamba`: the mixer's 2 projections and its memory-bound kernels.
+/// - `mamba`: the mixer's 2 projections and its memory-bound kernels;
+/// - `attn` on a Gated DeltaNet layer: its 2 projections, its memory-bound kernels and
+///   the delta rule's ([`super::layer::gdn_kernels`]).
 pub(crate) fn ops(c: &Ctx, scope: CudaGraphs) -> Ops {
     let m = c.m;
     let low = c.plan.precision.is_low();
@@ -140,6 +142,12 @@ pub(crate) fn ops(c: &Ctx, scope: CudaGraphs) -> Ops {
         }
         CudaGraphs::MAMBA if c.part == Part::Mamba => {
             let k = super::layer::mamba_kernels(c);
+            linears(2.0, low).plus(Ops { fwd: k.0, bwd: k.1 })
+        }
+        // A Gated DeltaNet mixer takes the self-attention's place in its layer (Megatron-LM
+        // builds it as the layer's `self_attention`), so the `attn` scope captures it.
+        CudaGraphs::ATTN if c.part == Part::Gdn => {
+            let k = super::layer::gdn_kernels(c);
             linears(2.0, low).plus(Ops { fwd: k.0, bwd: k.1 })
         }
         _ => z,

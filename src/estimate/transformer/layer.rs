@@ -52,7 +52,8 @@ impl Linears {
 /// The GEMMs of one transformer layer, each timed from its shape. A hybrid model's layer
 /// has one pair: attention, the MLP, or a Mamba mixer's input projection `h → (2·d_in +
 /// 2·g·N + H)/t` (column-parallel) and output projection `d_in/t → h` (row-parallel) in
-/// the attention's slots (Megatron-LM `MambaMixer`: `in_proj`, `out_proj`).
+/// the attention's slots (Megatron-LM `MambaMixer`: `in_proj`, `out_proj`), or a Gated
+/// DeltaNet mixer's `h → (2·qk + 2·v + 2·H_v)/t` and `v/t → h` (`GatedDeltaNet`).
 pub(super) fn linears<T: Trace>(c: &Ctx, tr: &mut T) -> Linears {
     let (m, t) = (c.m, c.plan.tp as f64);
     let g = if m.gated { 2.0 } else { 1.0 };
@@ -63,6 +64,12 @@ pub(super) fn linears<T: Trace>(c: &Ctx, tr: &mut T) -> Linears {
         (Part::Mamba, Some(mb)) => {
             shapes[0] = (c.tokens, mb.in_proj_width(t), m.h, 1.0, 0);
             shapes[1] = (c.tokens, m.h, mb.d_inner() / t, 1.0, 1);
+        }
+        (Part::Gdn, _) => {
+            if let Some(g) = gdn(c) {
+                shapes[0] = (c.tokens, g.in_proj_width(t), m.h, 1.0, 0);
+                shapes[1] = (c.tokens, m.h, g.v() / t, 1.0, 1);
+            }
         }
         (Part::Layer | Part::Attention, _) => {
             for (i, &(n, k, split)) in m.attn.projections(m.h, t).iter().enumerate() {
@@ -183,6 +190,8 @@ pub(super) fn linears<T: Trace>(c: &Ctx, tr: &mut T) -> Linears {
         tr.line(|| {
             let attn = if c.part == Part::Mamba {
                 ["Mamba in_proj", "Mamba out_proj", "", "", ""]
+            } else if c.part == Part::Gdn {
+                ["GDN in_proj", "GDN out_proj", "", "", ""]
             } else if m.attn.mla.is_some() {
                 ["query down", "query up", "KV down", "KV up", "attention projection"]
             } else {
@@ -258,6 +267,7 @@ pub(super) fn attention<T: Trace>(c: &Ctx, tr: &mut T) -> (Seconds, Seconds) {
     match c.part {
         Part::Mlp => return (Seconds::ZERO, Seconds::ZERO),
         Part::Mamba => return ssd_scan(c, tr),
+        Part::Gdn => return delta_rule(c, tr),
         Part::Layer | Part::Attention => {}
     }
     // With CP each rank holds s/c queries against all s keys (load-balanced causal
@@ -309,6 +319,49 @@ pub(super) fn attention<T: Trace>(c: &Ctx, tr: &mut T) -> (Seconds, Seconds) {
 /// The Mamba mixer of a hybrid model's `M` layer (`None` for other models).
 fn mamba(c: &Ctx) -> Option<crate::model::Mamba> {
     c.m.hybrid.and_then(|h| h.mamba)
+}
+
+/// The Gated DeltaNet mixer of a hybrid model's `G` layer (`None` for other models).
+fn gdn(c: &Ctx) -> Option<crate::model::Gdn> {
+    c.m.hybrid.and_then(|h| h.gdn)
+}
+
+/// The chunked gated delta rule of one Gated DeltaNet layer on one TP rank: (forward,
+/// backward) time. Its kernels (flash-linear-attention's `chunk_gated_delta_rule`, which
+/// Megatron-LM calls) run far below the matrix peak: the state recurrence runs along each
+/// sequence chunk after chunk, and the heads in parallel beside it. The published kernel
+/// times (QwenLM FlashQLA's benchmark of FLA's kernels on H200 and GB200, 2 048–32 768
+/// tokens, 4–64 value heads) follow `T = n·(α + β·H)` for `n` tokens and `H` value heads
+/// within 2–3 % at the median, and H200 and GB200 differ by less than 10 % where their
+/// BF16 peaks differ 2.5×: neither FLOPs nor bytes set the time. So each pass takes the
+/// device's fitted `[α, β]` (`efficiency.gdn_fwd`, `gdn_bwd`: [`Device::gdn_rates`]) on
+/// the `b·s` tokens of the rank's sequences and its `H_v/(t·c)` value heads: with context
+/// parallelism each rank holds the whole sequence for `H_v/(t·c)` heads after its
+/// all-to-all, so the recurrence is as long as without it. Scaled by the layer's work per
+/// head against the measured shape ([`Gdn::core_scale`]: 1 at `d_k = d_v = 128`,
+/// `C = 64`): `T = b·s·(α + β·H_v/(t·c))·r`. The backward's `[α, β]` include the
+/// recomputation of the chunk states.
+///
+/// [`Device::gdn_rates`]: crate::compute::Device::gdn_rates
+/// [`Gdn::core_scale`]: crate::model::Gdn::core_scale
+fn delta_rule<T: Trace>(c: &Ctx, tr: &mut T) -> (Seconds, Seconds) {
+    let Some(g) = gdn(c) else {
+        return (Seconds::ZERO, Seconds::ZERO);
+    };
+    let cp = c.plan.cp as f64;
+    let n = c.tokens * cp;
+    let heads = g.value_heads / (c.plan.tp as f64 * cp);
+    let r = g.core_scale();
+    let ([af, bf], [ab, bb]) = c.gdn_rates;
+    let f = (af + bf * heads) * (n * r);
+    let b = (ab + bb * heads) * (n * r);
+    tr.line(|| {
+        format!(
+            "  gated delta rule (chunk C = {}): b·s = {n} tokens × (α + β·{heads} value heads) × r = {r:.4} (work per head against d_k = d_v = 128, C = 64): fwd ({af} + {bf}·{heads}) → {f}, bwd ({ab} + {bb}·{heads}) → {b}",
+            g.chunk
+        )
+    });
+    (f, b)
 }
 
 /// The SSD scan's matrix products of one Mamba layer on one TP rank: (forward, backward)
@@ -782,6 +835,23 @@ pub(super) fn mamba_kernels(c: &Ctx) -> (f64, f64) {
     }
 }
 
+/// The kernels a Gated DeltaNet mixer launches besides its two projections, per pass
+/// (forward, backward): its memory-bound kernels ([`crate::model::Gdn::bytes`]) and the
+/// delta rule's (flash-linear-attention `chunk_gated_delta_rule_fwd`: the gates' chunk
+/// cumulative sum, `chunk_gated_delta_rule_fwd_intra`, `_fwd_h`, `chunk_fwd_o`, 4;
+/// `_bwd`: `recompute_w_u_fwd`, `_fwd_h`, `chunk_bwd_dv_local`, `_bwd_dhu`,
+/// `chunk_bwd_dqkwg`, `prepare_wy_repr_bwd`, the reverse cumulative sum, 7); none for
+/// other blocks.
+pub(super) fn gdn_kernels(c: &Ctx) -> (f64, f64) {
+    match (c.part, gdn(c)) {
+        (Part::Gdn, Some(g)) => {
+            let x = g.bytes(c.plan.tp as f64);
+            (x.fwd_kernels + 4.0, x.bwd_kernels + 7.0)
+        }
+        _ => (0.0, 0.0),
+    }
+}
+
 /// One transformer layer for one micro-batch on one TP rank, and its TP traffic per
 /// dimension (forward, backward) for the DP windows that share links with it.
 pub(super) fn layer<T: Trace>(c: &Ctx, tr: &mut T) -> Result<(Block, TpLinks)> {
@@ -843,11 +913,20 @@ pub(super) fn layer<T: Trace>(c: &Ctx, tr: &mut T) -> Result<(Block, TpLinks)> {
     let (k_f, k_b) = match c.part {
         Part::Layer => (5.0, 10.0),
         Part::Mlp => (3.0, 5.0),
-        Part::Attention | Part::Mamba => (2.0, 5.0),
+        Part::Attention | Part::Mamba | Part::Gdn => (2.0, 5.0),
     };
-    let (mam_f, mam_b, mam_kf, mam_kb) = match (c.part, mamba(c)) {
-        (Part::Mamba, Some(mb)) => {
+    let (mam_f, mam_b, mam_kf, mam_kb) = match (c.part, mamba(c), gdn(c)) {
+        (Part::Mamba, Some(mb), _) => {
             let x = mb.bytes(c.plan.tp as f64);
+            (
+                x.fwd * c.tokens,
+                x.bwd * c.tokens,
+                x.fwd_kernels,
+                x.bwd_kernels,
+            )
+        }
+        (Part::Gdn, _, Some(g)) => {
+            let x = g.bytes(c.plan.tp as f64);
             (
                 x.fwd * c.tokens,
                 x.bwd * c.tokens,
@@ -869,8 +948,13 @@ pub(super) fn layer<T: Trace>(c: &Ctx, tr: &mut T) -> Result<(Block, TpLinks)> {
     let mem_b = c.mem(bytes_b + mam_b, k_b + rope_k + qkn_k + perm_k + mam_kb);
     if mam_f > 0.0 {
         tr.line(|| {
+            let what = if c.part == Part::Gdn {
+                "Gated DeltaNet memory-bound (convolution + SiLU, q/k L2 norms, repetition to the value heads, gates, gated RMSNorm)"
+            } else {
+                "Mamba memory-bound (convolution, dt, chunk states, state passing, C·Bᵀ, chunk scan, gated RMSNorm)"
+            };
             format!(
-                "  Mamba memory-bound (convolution, dt, chunk states, state passing, C·Bᵀ, chunk scan, gated RMSNorm): fwd {mam_f:.4e} B in {mam_kf} kernels → {}, bwd {mam_b:.4e} B in {mam_kb} kernels → {}",
+                "  {what}: fwd {mam_f:.4e} B in {mam_kf} kernels → {}, bwd {mam_b:.4e} B in {mam_kb} kernels → {}",
                 c.mem(mam_f, mam_kf),
                 c.mem(mam_b, mam_kb)
             )
@@ -906,7 +990,7 @@ pub(super) fn layer<T: Trace>(c: &Ctx, tr: &mut T) -> Result<(Block, TpLinks)> {
     let attn_halves = match c.part {
         Part::Layer => 1.0,
         Part::Mlp => 0.0,
-        Part::Attention | Part::Mamba => halves,
+        Part::Attention | Part::Mamba | Part::Gdn => halves,
     };
     let attn_side = |norm: f64, rope_b: f64, qkn_b: f64| {
         c.rep * attn_halves * norm + rope_b * rope + qkn_b * qkn + perm / 2.0
