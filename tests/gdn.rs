@@ -412,3 +412,57 @@ fn activations_by_hand() {
     assert_relative_eq!(d, 9_116_319_744.0, max_relative = 1e-9);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Model FLOPs per token, forward: a Gated DeltaNet layer 2·33 685 504 (projections) +
+/// 2·4·8192 (convolution) + 32·2·(3·64·128 + 2·64·128 + 3·128² + 64²/3) (delta rule) =
+/// 73 291 093.33; an attention layer 2·18 874 368 + 2·4096·16·512 = 104 857 600; an MoE
+/// layer 2·(10·3·2048·512 + 3·2048·512) = 69 206 016; 36, 12 and 48 of them, the head
+/// 2·151 936·2048 and one MTP depth (an attention and an MoE layer, 4·2048² and the head):
+/// 8 654 159 872. An iteration of 4 × 4096 tokens is three passes' worth:
+/// 3 · 16 384 · 8 654 159 872 = 425 369 266 028 544.
+#[test]
+fn model_flops_by_hand() {
+    let g = 2.0 * 33_685_504.0 + 2.0 * 4.0 * 8192.0 + 64.0 * (90_112.0 + 4096.0 / 3.0);
+    let attn = 2.0 * 18_874_368.0 + 2.0 * 4096.0 * 16.0 * 512.0;
+    let moe = 2.0 * (10.0 * 3.0 * 2048.0 * 512.0 + 3.0 * 2048.0 * 512.0);
+    let head = 2.0 * 151_936.0 * 2048.0;
+    let per_token =
+        36.0 * g + 12.0 * attn + 48.0 * moe + head + (attn + moe + 4.0 * 2048.0 * 2048.0 + head);
+    assert_relative_eq!(per_token, 8_654_159_872.0, max_relative = 1e-12);
+    let v = small("qwen3-next-80b-a3b", "gb200-nvl72", &[]);
+    assert_relative_eq!(
+        v["model_flops_per_iteration"].as_f64().unwrap(),
+        3.0 * 16_384.0 * per_token,
+        max_relative = 1e-12
+    );
+}
+
+/// Host operations of a Gated DeltaNet layer per pass: its two projections (Transformer
+/// Engine calls of 2.7 operations, one forward, two backward), 6 (12) memory-bound kernels
+/// and the delta rule's 4 (7): forward 2·2.7 + 10 = 15.4, backward 4·2.7 + 19 = 29.8. The
+/// `attn` graph scope captures the mixer (one graph launch per pass).
+#[test]
+fn host_operations_by_hand() {
+    let host = |graphs: &str| {
+        let out = bin()
+            .args(words(&format!(
+                "estimate --model qwen3-next-80b-a3b --system gb200-nvl72 --gpus 4 --ep 4 \
+                 --etp 1 --seq-len 4096 --micro-batch 1 --global-batch 4 --cuda-graphs {graphs} \
+                 --explain"
+            )))
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).to_string();
+        common::line_after(&text, "Gated DeltaNet (G) layers", "host (CUDA graphs")
+    };
+    let eager = host("none");
+    assert!(
+        eager.contains("forward 15.4 ops") && eager.contains("backward 29.8 ops"),
+        "{eager}"
+    );
+    let graphed = host("attn");
+    assert!(
+        graphed.contains("forward 1.0 ops") && graphed.contains("backward 1.0 ops"),
+        "{graphed}"
+    );
+}
