@@ -466,3 +466,61 @@ fn host_operations_by_hand() {
         "{graphed}"
     );
 }
+
+/// Head sizes other than the measured 128 scale the delta rule's time by its work per head:
+/// keys of 256 (values 128, chunks of 64) give r = (3·64·256 + 2·64·128 + 3·256·128 +
+/// 64²/3)/(3·64·128 + 2·64·128 + 3·128² + 64²/3) = 165 205.33/91 477.33 = 1.80598, so on 4
+/// H100 (4096 tokens, 32 value heads) the forward is 4096·(17.8 + 32·1.29) ns · r =
+/// 437.03 µs.
+#[test]
+fn delta_rule_scales_with_head_size() {
+    let root = env!("CARGO_MANIFEST_DIR");
+    let text = std::fs::read_to_string(format!("{root}/models/qwen3-next-80b-a3b.toml")).unwrap();
+    let dir = std::env::temp_dir().join(format!("astrolabe-gdn-dk-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let wide = dir.join("dk256.toml");
+    std::fs::write(
+        &wide,
+        text.replace("key_head_dim = 128", "key_head_dim = 256"),
+    )
+    .unwrap();
+    let out = bin()
+        .args([
+            "estimate",
+            "--model",
+            wide.to_str().unwrap(),
+            "--system",
+            "dgx-h100",
+            "--gpus",
+            "4",
+            "--ep",
+            "4",
+            "--etp",
+            "1",
+            "--seq-len",
+            "4096",
+            "--micro-batch",
+            "1",
+            "--global-batch",
+            "4",
+            "--explain",
+        ])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    let l = line(&text, "gated delta rule");
+    let r = (3.0 * 64.0 * 256.0 + 2.0 * 64.0 * 128.0 + 3.0 * 256.0 * 128.0 + 4096.0 / 3.0)
+        / (3.0 * 64.0 * 128.0 + 2.0 * 64.0 * 128.0 + 3.0 * 128.0 * 128.0 + 4096.0 / 3.0);
+    assert_relative_eq!(r, 1.80598, max_relative = 1e-5);
+    assert!(l.contains("r = 1.8060"), "{l}");
+    let f = 4096.0 * (17.8 + 32.0 * 1.29) * r * 1e-3;
+    assert_relative_eq!(f, 437.03, max_relative = 1e-4);
+    assert_relative_eq!(micros(l, ") →"), f, max_relative = 1e-3);
+    let bwd = l.rsplit(") → ").next().unwrap();
+    assert_relative_eq!(
+        micros(&format!("x {bwd}"), "x"),
+        4096.0 * (57.1 + 32.0 * 3.65) * r * 1e-3,
+        max_relative = 1e-3
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
