@@ -67,6 +67,19 @@ fn small(model: &str, system: &str, extra: &[&str]) -> Value {
     common::computed_json(&a)
 }
 
+/// Qwen3-Next's model file with `from` replaced by `to`, written to a directory of its own
+/// (returned, to be removed) as `name`.
+fn variant(name: &str, from: &str, to: &str) -> (std::path::PathBuf, std::path::PathBuf) {
+    let root = env!("CARGO_MANIFEST_DIR");
+    let text = std::fs::read_to_string(format!("{root}/models/qwen3-next-80b-a3b.toml")).unwrap();
+    assert!(text.contains(from), "{from}");
+    let dir = std::env::temp_dir().join(format!("astrolabe-gdn-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join(format!("{name}.toml"));
+    std::fs::write(&file, text.replace(from, to)).unwrap();
+    (dir, file)
+}
+
 fn line<'a>(text: &'a str, needle: &str) -> &'a str {
     text.lines()
         .find(|l| l.contains(needle))
@@ -396,12 +409,7 @@ fn model_file_errors_name_the_key() {
 /// one micro-batch in flight) = 9 116 319 744 B.
 #[test]
 fn activations_by_hand() {
-    let root = env!("CARGO_MANIFEST_DIR");
-    let text = std::fs::read_to_string(format!("{root}/models/qwen3-next-80b-a3b.toml")).unwrap();
-    let dir = std::env::temp_dir().join(format!("astrolabe-gdn-act-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let wide = dir.join("wide.toml");
-    std::fs::write(&wide, text.replace("value_heads = 32", "value_heads = 64")).unwrap();
+    let (dir, wide) = variant("wide", "value_heads = 32", "value_heads = 64");
     let act = |model: &str| {
         small(model, "gb200-nvl72", &[])["memory_breakdown"]["activations_bytes"]
             .as_f64()
@@ -474,16 +482,7 @@ fn host_operations_by_hand() {
 /// 437.03 µs.
 #[test]
 fn delta_rule_scales_with_head_size() {
-    let root = env!("CARGO_MANIFEST_DIR");
-    let text = std::fs::read_to_string(format!("{root}/models/qwen3-next-80b-a3b.toml")).unwrap();
-    let dir = std::env::temp_dir().join(format!("astrolabe-gdn-dk-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let wide = dir.join("dk256.toml");
-    std::fs::write(
-        &wide,
-        text.replace("key_head_dim = 128", "key_head_dim = 256"),
-    )
-    .unwrap();
+    let (dir, wide) = variant("dk256", "key_head_dim = 128", "key_head_dim = 256");
     let out = bin()
         .args([
             "estimate",
