@@ -12,7 +12,7 @@ use crate::terms_support;
 use astrolabe::catalog;
 use astrolabe::estimate::{CommClass, Estimate};
 use astrolabe::parallel::{CpKind, EpDispatch, PlanSpec};
-use terms_support::{H, KAPPA, L, S, all_to_all, close, model, run, send, system};
+use terms_support::{H, KAPPA, L, S, SIGMA, all_to_all, close, model, run, send, system};
 
 fn class_total(e: &Estimate, c: CommClass) -> f64 {
     let x = e.time.class(c);
@@ -111,9 +111,11 @@ fn ep_overlap_hides_the_same_all_to_alls() {
     // With Megatron-core's 1F1B all-to-all overlap the same 4 all-to-alls per layer run
     // beside another micro-batch's compute G (forward + backward of a layer, ≈ 41 ms):
     // exposed + hidden is still their sum. The 0.5 GB/s network makes them far longer
-    // (C = 2 × 134 ms > G·(1 + κ)), so the window hides G·(1 + κ) and slows G by κ·G
-    // (`windows::bulk`): hidden = (1 + κ)/κ · interference (DP overlap off: the EP window
-    // is the only interference).
+    // (C = 2 × 134 ms > G·(1 + κ)): every part of G is stretched by κ (interference κ·G),
+    // and each all-to-all runs at 1/(1 + σ) of its rate while that compute runs beside it
+    // (`windows::beside`), so the four take 4a + σ/(1 + σ)·G(1 + κ) and hide
+    // G(1 + κ)/(1 + σ): hidden = (1 + κ)/(κ·(1 + σ)) · interference (DP overlap off: the
+    // EP windows are the only interference).
     let e = mixtral_on(
         "switch(4, 400GB/s, 2us) x switch(2, 0.5GB/s, 5us)",
         EpDispatch::Alltoall,
@@ -131,7 +133,7 @@ fn ep_overlap_hides_the_same_all_to_alls() {
     let x = e.time.class(CommClass::Ep);
     close(
         x.hidden.get(),
-        (1.0 + KAPPA) / KAPPA * e.time.interference.get(),
+        (1.0 + KAPPA) / (KAPPA * (1.0 + SIGMA)) * e.time.interference.get(),
         1e-9,
         "EP hidden",
     );

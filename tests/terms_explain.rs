@@ -138,7 +138,10 @@ fn direct_algorithm_explains_its_hops_per_block() {
 
 /// With the EP overlap the explain line writes the three phases with their numbers
 /// (`windows::ep_pair`): the pair's parts, T₁, D, E, T₃ and the exposed remainder; without
-/// it the all-to-alls are exposed and it says why.
+/// it the all-to-alls are exposed and it says why. The first phase by hand from the
+/// line's own numbers: the attention forward stretched by κ over the slowed combine,
+/// `A_f' = A_f·(1 + κ·min((1 + σ)·a, A_f)/A_f)`, and `T₁ = max(A_f', a + σ/(1 + σ)·
+/// min(A_f', (1 + σ)·a))`.
 #[test]
 fn ep_overlap_line_shows_its_phases() {
     let run = |overlap: &str| {
@@ -154,14 +157,39 @@ fn ep_overlap_line_shows_its_phases() {
     };
     let on = run("true");
     for part in [
-        "T₁ = max(a, A_f') = ",
-        "D = max(a, M_d') + a = ",
-        "E = max(M_d' + M_w', a) + M_f' = ",
-        "T₃ = max(D, E) + max(a, A_b') = ",
-        "exposed T₁ + T₃ − G − slowdown = ",
+        "f(a, g) = a + σ/(1 + σ)·min(g, (1 + σ)·a)",
+        "T₁ = max(A_f', f(a, A_f')) = ",
+        "d₁ = f(a, M_d' + M_w')",
+        "E = max(M_d' + M_w', d₁) + M_f' = ",
+        "D = s₂ + f(a, E − s₂), s₂ = max(d₁, M_d'): ",
+        "T₃ = max(D, E) + max(A_b', f(a, A_b')) = ",
+        "exposed min(4a, T₁ + T₃ − G − slowdown) = ",
     ] {
         assert!(on.contains(part), "{part}: {on}");
     }
+    let num = |key: &str| {
+        let v = on.split(key).nth(1).unwrap();
+        v.split([',', ' ', ')'])
+            .next()
+            .unwrap()
+            .parse::<f64>()
+            .unwrap()
+    };
+    let (sigma, kappa) = (num("σ = "), num("κ = "));
+    assert_eq!((sigma, kappa), (0.31, 0.189));
+    let a = common::micros(&on.replace(" each alone", ","), "a = ");
+    let af = common::micros(&on, "A_f = ");
+    let af_s = af * (1.0 + kappa * ((1.0 + sigma) * a).min(af) / af);
+    let t1 = af_s.max(a + sigma / (1.0 + sigma) * af_s.min((1.0 + sigma) * a));
+    let t1_part = on.split("T₁ = max(A_f', f(a, A_f')) = ").nth(1).unwrap();
+    let got = common::micros(
+        &format!("T1 = {}", t1_part.split(';').next().unwrap()),
+        "T1 = ",
+    );
+    assert!(
+        (got / t1 - 1.0).abs() < 1e-3,
+        "T₁ {got} µs against {t1} by hand: {on}"
+    );
     assert!(run("false").contains("exposed (no schedule overlaps it"));
 }
 

@@ -302,12 +302,19 @@ fn errors_by_group(print: bool) -> BTreeMap<String, Vec<f64>> {
     groups
 }
 
-/// The host time per eager operation (`host_op`, every preset's 25 µs; the host module of
+/// The host time per eager operation (`host_op`, every preset's 20 µs; the host module of
 /// `estimate::transformer`) is fitted here: of the grid 12.5, 15, …, 30 µs, the value with
-/// the least mean over systems of each system's median |error| on its MoE rows (each
-/// system weighs the same; a median pooled over all rows lets the systems with the most
-/// rows decide, and it is flat between 25 and 27.5 µs: 10.2 % against 10.0 %). Leaving
-/// each system's rows out, the fit on the others and the held-out system's median |error|
+/// the least mean over systems of each system's score on its MoE rows, the score being the
+/// mean of the two statistics issue 19 bounds, `(median |error| + 90th percentile
+/// |error|)/2` (each system weighs the same; a median pooled over all rows lets the
+/// systems with the most rows decide). Until the thirty-fourth session the score was the
+/// median alone; once the EP all-to-alls beside compute took their measured slowdown
+/// (`ep_comm_slowdown`) the H100 235B rows moved from −19…−25 % to −6…+1 %, below the
+/// group's middle, and H100's median became one row (row 95, host-bound, +17.7 % at 20 µs,
+/// about +5 % at 17.5 µs): the median-only minimum jumped to 17.5 µs on that row while
+/// every group's 90th percentile grew (B200 MoE 12.6 → 21.2 %, B300 and H100 MoE 34 → 41 %),
+/// and leaving one system out put the fit anywhere from 17.5 to 30 µs. Leaving each
+/// system's rows out, the fit on the others and the held-out system's median |error|
 /// (printed with `--nocapture`; the table in docs/modern-training.md).
 #[test]
 fn host_op_fit_is_current() {
@@ -332,21 +339,25 @@ fn host_op_fit_is_current() {
                 .collect()
         })
         .collect();
-    let median_where = |g: usize, keep: &dyn Fn(&str) -> bool| {
+    let stats_where = |g: usize, keep: &dyn Fn(&str) -> bool| {
         let v: Vec<f64> = (0..moe.len())
             .filter(|&i| keep(&moe[i].0))
             .map(|i| errs[g][i])
             .collect();
-        stats(&v).0
+        stats(&v)
     };
+    let median_where = |g: usize, keep: &dyn Fn(&str) -> bool| stats_where(g, keep).0;
     let mut systems: Vec<&str> = moe.iter().map(|m| m.0.as_str()).collect();
     systems.sort();
     systems.dedup();
-    // The criterion: the mean over the kept systems of each one's median |error|.
+    // The criterion: the mean over the kept systems of each one's (median + p90)/2.
     let balanced = |g: usize, keep: &dyn Fn(&str) -> bool| {
         let kept: Vec<&str> = systems.iter().copied().filter(|s| keep(s)).collect();
         kept.iter()
-            .map(|sys| median_where(g, &|s| s == *sys))
+            .map(|sys| {
+                let (m, p) = stats_where(g, &|s| s == *sys);
+                (m + p) / 2.0
+            })
             .sum::<f64>()
             / kept.len() as f64
     };
@@ -355,25 +366,30 @@ fn host_op_fit_is_current() {
             .min_by(|&a, &b| balanced(a, keep).total_cmp(&balanced(b, keep)))
             .unwrap()
     };
-    println!("| host_op | mean of the systems' median |error| | pooled median |error| |");
-    println!("|---|---|---|");
+    println!(
+        "| host_op | mean of the systems' (median + p90)/2 |error| | mean of their medians | pooled median |error| |"
+    );
+    println!("|---|---|---|---|");
     for (g, t) in grid.iter().enumerate() {
+        let medians = systems
+            .iter()
+            .map(|sys| median_where(g, &|s| s == *sys))
+            .sum::<f64>()
+            / systems.len() as f64;
         println!(
-            "| {:.1} µs | {:.2}% | {:.2}% |",
+            "| {:.1} µs | {:.2}% | {:.2}% | {:.2}% |",
             t * 1e6,
             100.0 * balanced(g, &|_| true),
+            100.0 * medians,
             100.0 * median_where(g, &|_| true)
         );
     }
     let all = best(&|_| true);
     let at_fit = grid.iter().position(|&t| t == 20e-6).unwrap();
-    // The criterion is flat near its minimum: with HybridEP's in-domain rate (twenty-first
-    // session) 17.5 µs scores 8.19 % and 20 µs 8.34 %, and 17.5 µs breaks B200 MoE's 90th
-    // percentile bound (12.6 → 21.2 %; docs/modern-training.md). The preset value stays
-    // while it is within a quarter of a point of the grid's best.
+    // The preset value stays while it is within a quarter of a point of the grid's best.
     assert!(
         balanced(at_fit, &|_| true) - balanced(all, &|_| true) <= 0.0025,
-        "the fit moved: {:.1} µs (mean of the systems' median |error| {:.2}% against {:.2}% at 20 µs); update host_op in compute.rs and the docs",
+        "the fit moved: {:.1} µs (mean of the systems' (median + p90)/2 |error| {:.2}% against {:.2}% at 20 µs); update host_op in compute.rs and the docs",
         grid[all] * 1e6,
         100.0 * balanced(all, &|_| true),
         100.0 * balanced(at_fit, &|_| true)

@@ -192,6 +192,8 @@ struct Ctx<'a> {
     rep: f64,
     /// Interference κ of the device (`windows` module).
     kappa: f64,
+    /// Slowdown σ of the device's EP all-to-alls beside compute (`windows::ep_pair`).
+    sigma: f64,
     /// Innermost dimensions forming the NVLink domain (chunked TP overlap inside it).
     scale_up_dims: u32,
     /// Parameters of one transformer layer on this device (experts divided by EP, all / t).
@@ -376,6 +378,7 @@ pub(super) fn evaluate<T: Trace>(
         r,
         rep,
         kappa: dev.spec.efficiency.overlap_slowdown,
+        sigma: dev.spec.efficiency.ep_comm_slowdown,
         scale_up_dims: sys.spec.scale_up_dims,
         layer_params: layer_params(m, plan),
         tp_dp_share: share_dims(&place.tp, grad_span),

@@ -86,6 +86,21 @@ pub fn bulk(comm: Seconds, compute: Seconds, kappa: f64) -> Overlap {
     }
 }
 
+/// [`bulk`] for an EP all-to-all of `a` alone beside independent compute `G` (the shared
+/// experts under `moe_shared_expert_overlap`), slowed by σ while the compute runs
+/// ([`beside`]): the compute stretches by `κ·o`, `o = min((1 + σ)·a, G)`, to `G'`, and
+/// `exposed = min(a, max(0, f(a, G') − G'))`, `hidden = a − exposed`.
+pub fn ep_bulk(a: Seconds, compute: Seconds, kappa: f64, sigma: f64) -> Overlap {
+    let slowdown = (a * (1.0 + sigma)).min(compute) * kappa;
+    let g = compute + slowdown;
+    let exposed = (beside(a, g, sigma) - g).max(Seconds::ZERO).min(a);
+    Overlap {
+        exposed,
+        hidden: a - exposed,
+        slowdown,
+    }
+}
+
 /// Pipelined (chunked) overlap of a collective with the GEMM that consumes or produces it
 /// (Transformer Engine userbuffers, Megatron `--tp-comm-overlap`: the all-gather becomes
 /// `n` ring-exchange steps, each feeding one GEMM chunk; the reduce-scatter follows the
@@ -129,34 +144,51 @@ impl MoeParts {
     }
 }
 
+/// When a communication of `c` (its time alone) runs beside compute that keeps the GPU
+/// busy for `g`, it progresses at `1/(1 + σ)` of its rate while the compute runs and at
+/// its full rate after: it ends at
+///
+/// `f(c, g) = c + σ/(1 + σ) · min(g, (1 + σ)·c)`,
+///
+/// `(1 + σ)·c` when the compute outlasts it, `g + (c − g/(1 + σ))` when it does not.
+pub fn beside(c: Seconds, g: Seconds, sigma: f64) -> Seconds {
+    c + g.min(c * (1.0 + sigma)) * (sigma / (1.0 + sigma))
+}
+
 /// One layer of two micro-batches, the forward of one beside the backward of the other,
 /// as Megatron-core's 1F1B all-to-all overlap schedules it
 /// (`TransformerLayerSchedulePlan.run`, megatron/core/models/common/
 /// model_chunk_schedule_plan.py; the pairing of DeepSeek-V3's DualPipe, DeepSeek-AI 2024
-/// §3.2.1, Figure 4). Each all-to-all takes `a` (dispatch or combine, one direction); the
-/// communication stream and the compute stream run in three phases:
+/// §3.2.1, Figure 4). Each all-to-all takes `a` alone (dispatch or combine, one
+/// direction); the communication stream and the compute stream run in three phases:
 ///
-/// 1. combine (backward) ‖ attention forward: `T₁ = max(a, A_f')`;
-/// 2. dispatch (forward), then dispatch (backward) once the experts' data gradient is done
-///    ‖ experts' data gradient, weight gradient, then experts' forward once the forward
-///    dispatch is done: the dispatch ends at `D = max(a, M_d') + a`, the experts at
-///    `E = max(M_d' + M_w', a) + M_f'`;
+/// 1. combine (backward) ‖ attention forward: `T₁ = max(A_f', f(a, A_f'))`;
+/// 2. dispatch (forward) ‖ the experts' data and weight gradients, ending at
+///    `d₁ = f(a, M_d' + M_w')`; the experts' forward once it is done, ending at
+///    `E = max(M_d' + M_w', d₁) + M_f'`; the backward dispatch once the data gradient and
+///    the forward dispatch are done, from `s₂ = max(d₁, M_d')`, beside the compute still
+///    running then: `D = s₂ + f(a, max(0, E − s₂))`;
 /// 3. combine (forward, after the experts) ‖ attention backward (after the backward
-///    dispatch), both from `max(D, E)`: `T₃ = max(D, E) + max(a, A_b')`.
+///    dispatch), both from `max(D, E)`: `T₃ = max(D, E) + max(A_b', f(a, A_b'))`.
 ///
-/// Compute overlapped by a communication is slowed by κ (Lee et al. 2025): in each phase
-/// its parts stretch by `κ·min(C_p, G_p)/G_p` (`C_p` the phase's communication, `G_p` its
-/// compute). The pair takes `T₁ + T₃`; `exposed = T₁ + T₃ − G − slowdown` of the four
-/// all-to-alls (`4a`), `hidden = 4a − exposed`. With every part longer than the
-/// all-to-all beside it nothing is exposed and the slowdown is `κ·4a` ([`bulk`]'s); a
+/// Both sides of the overlap slow each other. An all-to-all beside compute runs at
+/// `1/(1 + σ)` of its rate ([`beside`]; σ the device's `ep_comm_slowdown`: the
+/// communication kernels of Megatron-Bridge's 16×H100 EP-overlap profile ran 31 % longer
+/// with the overlap than without). Compute overlapped by a communication is slowed by κ
+/// (Lee et al. 2025): in each phase its parts stretch by `κ·min(C_p', G_p)/G_p` (`C_p' =
+/// (1 + σ)·C_p` the phase's communication beside compute, `G_p` its compute). The pair
+/// takes `T₁ + T₃`; `exposed = min(4a, T₁ + T₃ − G − slowdown)` of the four all-to-alls
+/// (`4a`, their time alone), `hidden = 4a − exposed`. With every part longer than the
+/// (slowed) all-to-all beside it nothing is exposed and the slowdown is `κ·4(1 + σ)a`; a
 /// pooled window would hide the all-to-alls whenever `4a < G`, which the phases do not.
-pub fn ep_pair(a: Seconds, g: MoeParts, kappa: f64) -> Overlap {
-    ep_pair_phases(a, g, kappa).0
+pub fn ep_pair(a: Seconds, g: MoeParts, kappa: f64, sigma: f64) -> Overlap {
+    ep_pair_phases(a, g, kappa, sigma).0
 }
 
 /// [`ep_pair`] with its phases for `--explain`: `[T₁, D, E, T₃]`.
-pub fn ep_pair_phases(a: Seconds, g: MoeParts, kappa: f64) -> (Overlap, [Seconds; 4]) {
+pub fn ep_pair_phases(a: Seconds, g: MoeParts, kappa: f64, sigma: f64) -> (Overlap, [Seconds; 4]) {
     let zero = Seconds::ZERO;
+    let slowed = a * (1.0 + sigma);
     let stretch = |comm: Seconds, parts: Seconds| {
         if parts > zero {
             1.0 + kappa * comm.min(parts).get() / parts.get()
@@ -164,14 +196,19 @@ pub fn ep_pair_phases(a: Seconds, g: MoeParts, kappa: f64) -> (Overlap, [Seconds
             1.0
         }
     };
-    let s1 = stretch(a, g.attn_fwd);
-    let t1 = a.max(g.attn_fwd * s1);
-    let s2 = stretch(a * 2.0, g.mlp_dgrad + g.mlp_wgrad + g.mlp_fwd);
+    let f = |g: Seconds| beside(a, g, sigma);
+    let s1 = stretch(slowed, g.attn_fwd);
+    let af = g.attn_fwd * s1;
+    let t1 = af.max(f(af));
+    let s2 = stretch(slowed * 2.0, g.mlp_dgrad + g.mlp_wgrad + g.mlp_fwd);
     let (md, mw, mf) = (g.mlp_dgrad * s2, g.mlp_wgrad * s2, g.mlp_fwd * s2);
-    let dispatch = a.max(md) + a;
-    let experts = (md + mw).max(a) + mf;
-    let s3 = stretch(a, g.attn_bwd);
-    let t3 = dispatch.max(experts) + a.max(g.attn_bwd * s3);
+    let d1 = f(md + mw);
+    let experts = (md + mw).max(d1) + mf;
+    let start = d1.max(md);
+    let dispatch = start + f((experts - start).max(zero));
+    let s3 = stretch(slowed, g.attn_bwd);
+    let ab = g.attn_bwd * s3;
+    let t3 = dispatch.max(experts) + ab.max(f(ab));
     let slowdown = g.attn_fwd * (s1 - 1.0)
         + (g.mlp_dgrad + g.mlp_wgrad + g.mlp_fwd) * (s2 - 1.0)
         + g.attn_bwd * (s3 - 1.0);
@@ -242,7 +279,7 @@ mod tests {
     /// by κ·a (phase 2 by κ·2a): the pooled window's κ·4a.
     #[test]
     fn ep_pair_hides_short_all_to_alls() {
-        let o = ep_pair(Seconds::new(1.0), parts(2.0, 3.0, 4.0, 1.5, 1.5), 0.2);
+        let o = ep_pair(Seconds::new(1.0), parts(2.0, 3.0, 4.0, 1.5, 1.5), 0.2, 0.0);
         assert_eq!(o.exposed, Seconds::ZERO);
         assert!((o.hidden.get() - 4.0).abs() < 1e-12);
         assert!((o.slowdown.get() - 0.2 * 4.0).abs() < 1e-12);
@@ -255,7 +292,7 @@ mod tests {
     /// max(1, 0.3) = 3. Slowdown 0.5 + 0.3 + 0.1 = 0.9; exposed 5.5 − 2.8 − 0.9 = 1.8.
     #[test]
     fn ep_pair_long_attention_forward() {
-        let o = ep_pair(Seconds::new(1.0), parts(2.0, 0.2, 0.2, 0.2, 0.2), 0.5);
+        let o = ep_pair(Seconds::new(1.0), parts(2.0, 0.2, 0.2, 0.2, 0.2), 0.5, 0.0);
         assert!((o.slowdown.get() - 0.9).abs() < 1e-12, "{o:?}");
         assert!((o.exposed.get() - 1.8).abs() < 1e-12, "{o:?}");
     }
@@ -268,10 +305,10 @@ mod tests {
     /// 1 + 0.5 = 1.6; exposed 1 + 6.7 − 5.4 − 1.6 = 0.7.
     #[test]
     fn ep_pair_long_backward() {
-        let o = ep_pair(Seconds::new(1.0), parts(0.2, 0.2, 2.0, 1.5, 1.5), 0.5);
+        let o = ep_pair(Seconds::new(1.0), parts(0.2, 0.2, 2.0, 1.5, 1.5), 0.5, 0.0);
         assert!((o.slowdown.get() - 1.6).abs() < 1e-12, "{o:?}");
         assert!((o.exposed.get() - 0.7).abs() < 1e-12, "{o:?}");
-        let (_, ph) = ep_pair_phases(Seconds::new(1.0), parts(0.2, 0.2, 2.0, 1.5, 1.5), 0.5);
+        let (_, ph) = ep_pair_phases(Seconds::new(1.0), parts(0.2, 0.2, 2.0, 1.5, 1.5), 0.5, 0.0);
         let want = [1.0, 2.96875, 4.2, 6.7];
         for (got, want) in ph.iter().zip(want) {
             assert!((got.get() - want).abs() < 1e-12, "{ph:?}");
@@ -284,7 +321,7 @@ mod tests {
     /// T₃ = E + max(1, 0); exposed = 1 + E + 1 − 3.4 − 1.
     #[test]
     fn ep_pair_without_attention_parts() {
-        let o = ep_pair(Seconds::new(1.0), parts(0.0, 3.0, 0.0, 0.2, 0.2), 0.5);
+        let o = ep_pair(Seconds::new(1.0), parts(0.0, 3.0, 0.0, 0.2, 0.2), 0.5, 0.0);
         let e = 1.0 + 3.0 * (1.0 + 1.0 / 3.4);
         assert!((o.slowdown.get() - 1.0).abs() < 1e-12, "{o:?}");
         assert!((o.exposed.get() - (2.0 + e - 4.4)).abs() < 1e-12, "{o:?}");
@@ -297,7 +334,7 @@ mod tests {
     /// The pair takes 6: 2.2 exposed, where a pooled window of 4 against 3.8 leaves 0.2.
     #[test]
     fn ep_pair_by_hand() {
-        let o = ep_pair(Seconds::new(1.0), parts(0.2, 3.0, 0.2, 0.2, 0.2), 0.0);
+        let o = ep_pair(Seconds::new(1.0), parts(0.2, 3.0, 0.2, 0.2, 0.2), 0.0, 0.0);
         assert!((o.exposed.get() - 2.2).abs() < 1e-12, "{o:?}");
         assert!((o.hidden.get() - 1.8).abs() < 1e-12);
         assert_eq!(o.slowdown, Seconds::ZERO);
@@ -307,7 +344,7 @@ mod tests {
         // 0.5·2/3.4: 0.2588…, 3.882…; the forward experts end at 1 + 3.882 = 4.882,
         // phase 3 at 4.882 + max(1, 0.3) = 5.882; slowdown 0.1 + 0.5·2 + 0.1 = 1.2;
         // exposed 1 + 5.882 − 3.8 − 1.2 = 1.882.
-        let o = ep_pair(Seconds::new(1.0), parts(0.2, 3.0, 0.2, 0.2, 0.2), 0.5);
+        let o = ep_pair(Seconds::new(1.0), parts(0.2, 3.0, 0.2, 0.2, 0.2), 0.5, 0.0);
         let mf = 3.0 * (1.0 + 0.5 * 2.0 / 3.4);
         assert!((o.slowdown.get() - 1.2).abs() < 1e-12, "{o:?}");
         assert!((o.exposed.get() - (1.0 + 1.0 + mf + 1.0 - 3.8 - 1.2)).abs() < 1e-12);
@@ -315,6 +352,94 @@ mod tests {
 
     use super::*;
     use approx::assert_relative_eq;
+
+    /// `f(c, g)` by hand, σ = 0.5: compute of 2 outlasts a communication of 1 slowed to
+    /// 1.5, which then ends at 1.5; beside compute of 0.6 it moves 0.6/1.5 = 0.4 of itself
+    /// and the remaining 0.6 runs alone: it ends at 1.2 = 1 + 0.5/1.5·0.6. σ = 0 is the
+    /// communication alone.
+    #[test]
+    fn beside_by_hand() {
+        let t = Seconds::new;
+        assert!((beside(t(1.0), t(2.0), 0.5).get() - 1.5).abs() < 1e-12);
+        assert!((beside(t(1.0), t(0.6), 0.5).get() - 1.2).abs() < 1e-12);
+        assert!((beside(t(1.0), t(1.5), 0.5).get() - 1.5).abs() < 1e-12);
+        assert!((beside(t(1.0), t(0.0), 0.5).get() - 1.0).abs() < 1e-12);
+        assert_eq!(beside(t(1.0), t(2.0), 0.0), t(1.0));
+    }
+
+    /// [`ep_pair_by_hand`]'s layer with σ = 0.5 (κ = 0): attention 0.2 forward and
+    /// backward, the experts 3 forward, 0.2 + 0.2 backward, a = 1. Phase 1: the combine
+    /// ends at f(1, 0.2) = 1 + 0.2/3 = 1.0667. Phase 2: the forward dispatch beside the
+    /// 0.4 of gradients ends at d₁ = 1 + 0.4/3 = 1.1333; the experts' forward runs from
+    /// there to E = 4.1333; the backward dispatch starts at max(d₁, 0.2) = d₁ beside 3 of
+    /// compute, which outlasts its slowed 1.5: D = d₁ + 1.5 = 2.6333. Phase 3:
+    /// 4.1333 + f(1, 0.2) = 5.2. Exposed 1.0667 + 5.2 − 3.8 = 2.4667 (2.2 at σ = 0).
+    #[test]
+    fn ep_pair_slowed_all_to_alls_by_hand() {
+        let (o, ph) = ep_pair_phases(Seconds::new(1.0), parts(0.2, 3.0, 0.2, 0.2, 0.2), 0.0, 0.5);
+        let t1 = 1.0 + 0.2 / 3.0;
+        let d1 = 1.0 + 0.4 / 3.0;
+        let want = [t1, d1 + 1.5, d1 + 3.0, d1 + 3.0 + t1];
+        for (got, want) in ph.iter().zip(want) {
+            assert!((got.get() - want).abs() < 1e-12, "{ph:?} against {want}");
+        }
+        assert!(
+            (o.exposed.get() - (t1 + want[3] - 3.8)).abs() < 1e-12,
+            "{o:?}"
+        );
+        assert!((o.hidden.get() - (4.0 - o.exposed.get())).abs() < 1e-12);
+        assert_eq!(o.slowdown, Seconds::ZERO);
+        // With κ = 0.2 every part is stretched over the slowed all-to-all beside it
+        // (1.5 against 0.2: by κ; phase 2: 3 against 3.4, by 0.2·3/3.4).
+        let o = ep_pair(Seconds::new(1.0), parts(0.2, 3.0, 0.2, 0.2, 0.2), 0.2, 0.5);
+        let want = 0.2 * 0.2 * 2.0 + 3.4 * 0.2 * 3.0 / 3.4;
+        assert!((o.slowdown.get() - want).abs() < 1e-12, "{o:?}");
+        // Short experts' forward (0.5): the backward dispatch, from s₂ = d₁ = 1.1333, has
+        // only E − s₂ = 0.5 of compute beside it and ends at d₁ + 1 + 0.5/3 = 2.3, after
+        // the experts (E = 1.6333); T₃ = 2.3 + f(1, 0.2) = 3.3667, exposed
+        // 1.0667 + 3.3667 − 1.3 = 3.1333.
+        let (o, ph) = ep_pair_phases(Seconds::new(1.0), parts(0.2, 0.5, 0.2, 0.2, 0.2), 0.0, 0.5);
+        let want = [
+            t1,
+            d1 + 1.0 + 0.5 / 3.0,
+            d1 + 0.5,
+            d1 + 1.0 + 0.5 / 3.0 + t1,
+        ];
+        for (got, want) in ph.iter().zip(want) {
+            assert!((got.get() - want).abs() < 1e-12, "{ph:?} against {want}");
+        }
+        assert!(
+            (o.exposed.get() - (t1 + want[3] - 1.3)).abs() < 1e-12,
+            "{o:?}"
+        );
+    }
+
+    /// Every part longer than the slowed all-to-all: nothing exposed, each part slowed by
+    /// κ over (1 + σ)·a: slowdown κ·4(1 + σ)a.
+    #[test]
+    fn ep_pair_hides_slowed_all_to_alls() {
+        let o = ep_pair(Seconds::new(1.0), parts(2.0, 3.0, 4.0, 1.5, 1.5), 0.2, 0.31);
+        assert_eq!(o.exposed, Seconds::ZERO);
+        assert!((o.hidden.get() - 4.0).abs() < 1e-12);
+        assert!((o.slowdown.get() - 0.2 * 4.0 * 1.31).abs() < 1e-12, "{o:?}");
+    }
+
+    /// [`ep_bulk`] by hand, κ = 0.2, σ = 0.5, a = 1: beside compute of 0.6 the compute
+    /// stretches by 0.2·0.6 to 0.72, the all-to-all moves 0.72/1.5 = 0.48 of itself by then
+    /// and 0.52 stays exposed; beside 2 it stretches by 0.2·1.5 to 2.3 and nothing shows.
+    /// σ = 0 is [`bulk`].
+    #[test]
+    fn ep_bulk_by_hand() {
+        let t = Seconds::new;
+        let o = ep_bulk(t(1.0), t(0.6), 0.2, 0.5);
+        assert!((o.exposed.get() - 0.52).abs() < 1e-12, "{o:?}");
+        assert!((o.hidden.get() - 0.48).abs() < 1e-12, "{o:?}");
+        assert!((o.slowdown.get() - 0.12).abs() < 1e-12, "{o:?}");
+        let o = ep_bulk(t(1.0), t(2.0), 0.2, 0.5);
+        assert_eq!(o.exposed, Seconds::ZERO);
+        assert!((o.slowdown.get() - 0.3).abs() < 1e-12, "{o:?}");
+        assert_eq!(ep_bulk(t(1.0), t(0.6), 0.2, 0.0), bulk(t(1.0), t(0.6), 0.2));
+    }
 
     #[test]
     fn kernels_idle_under_a_rate_floor_interfere_less() {

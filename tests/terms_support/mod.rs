@@ -62,6 +62,10 @@ pub fn run(m: &Model, sys: &System, spec: PlanSpec) -> Estimate {
 /// collective).
 pub const KAPPA: f64 = 0.189;
 
+/// Slowdown σ of an EP all-to-all beside compute on the A100 preset (the device default,
+/// read off Megatron-Bridge's 16×H100 EP-overlap profile).
+pub const SIGMA: f64 = 0.31;
+
 /// A100 80 GB: memory-bound time of `bytes` in `kernels` launches,
 /// bytes / (2039 GB/s · 0.7) + kernels · 4 µs.
 pub fn mem(bytes: f64, kernels: f64) -> f64 {

@@ -9,7 +9,7 @@ use super::{Block, Ctx, Part, Pass};
 use super::{lora, lowp};
 use crate::collective::Collective as C;
 use crate::error::Result;
-use crate::estimate::windows::{MoeParts, Overlap, bulk, ep_pair, ep_pair_phases};
+use crate::estimate::windows::{MoeParts, Overlap, ep_bulk, ep_pair, ep_pair_phases};
 use crate::estimate::{Trace, coll};
 use crate::model::Split;
 use crate::parallel::{CrossEntropy, Recompute};
@@ -583,8 +583,8 @@ fn permute_bytes(c: &Ctx) -> (f64, f64) {
 /// experts run on a side stream beside their own micro-batch's all-to-alls: FC1 and its
 /// activation beside the dispatch, FC2 beside the combine; backward, the all-to-alls are
 /// launched first and FC2's and FC1's gradients run beside them (`side`, [`shared_side`]).
-/// Each all-to-all `a/2` is then a [`bulk`] window over its side's work `S`:
-/// `exposed = max(0, a/2 − S − κ·min(a/2, S))`. Returns (forward, backward).
+/// Each all-to-all `a/2` is then a bulk window over its side's work `S`, beside which it
+/// runs at `1/(1 + σ)` of its rate ([`ep_bulk`]). Returns (forward, backward).
 fn ep_window(
     c: &Ctx,
     a: Seconds,
@@ -592,10 +592,10 @@ fn ep_window(
     side: Option<[Seconds; 4]>,
 ) -> (Overlap, Overlap) {
     if c.plan.ep_overlap || c.plan.schedule == crate::parallel::Schedule::DualPipe {
-        let o = ep_pair(a * 0.5, parts, c.kappa);
+        let o = ep_pair(a * 0.5, parts, c.kappa, c.sigma);
         (o.times(0.5), o.times(0.5))
     } else if let Some([df, cf, cb, db]) = side {
-        let w = |s: Seconds| bulk(a * 0.5, s, c.kappa);
+        let w = |s: Seconds| ep_bulk(a * 0.5, s, c.kappa, c.sigma);
         (w(df) + w(cf), w(cb) + w(db))
     } else {
         (Overlap::exposed(a), Overlap::exposed(a))
@@ -1053,7 +1053,7 @@ pub(super) fn layer<T: Trace>(c: &Ctx, tr: &mut T) -> Result<(Block, TpLinks)> {
     // The forward dispatch's exposed part (`D`): half the pass's, or with the shared
     // experts beside it its own window's.
     let dispatch = match side {
-        Some([df, ..]) if !paired => bulk(ep1 * 0.5, df, c.kappa).exposed,
+        Some([df, ..]) if !paired => ep_bulk(ep1 * 0.5, df, c.kappa, c.sigma).exposed,
         _ => fwd.ep * 0.5,
     };
     let before = dispatch + parts.mlp_fwd;
@@ -1137,16 +1137,17 @@ pub(super) fn layer<T: Trace>(c: &Ctx, tr: &mut T) -> Result<(Block, TpLinks)> {
             super::comm::ep_dispatch_note(c),
             if c.plan.ep_overlap || c.plan.schedule == crate::parallel::Schedule::DualPipe {
                 let a = ep1 * 0.5;
-                let (_, ph) = ep_pair_phases(a, parts, c.kappa);
+                let (_, ph) = ep_pair_phases(a, parts, c.kappa, c.sigma);
                 format!(
-                    "beside another micro-batch's layer (ep_overlap or dualpipe), four all-to-alls of a = {a} each in three phases (A_f = {}, M_d = {}, M_w = {}, M_f = {}, A_b = {}, memory-bound bytes on the attention side {side_f:.4e} of {bytes_f:.4e} forward, {side_b:.4e} of {bytes_b:.4e} backward; ' = stretched by κ = {} where overlapped): T₁ = max(a, A_f') = {}; dispatches end at D = max(a, M_d') + a = {}, experts at E = max(M_d' + M_w', a) + M_f' = {}; T₃ = max(D, E) + max(a, A_b') = {} → exposed T₁ + T₃ − G − slowdown = {}, hidden {}, slowdown {}",
-                    parts.attn_fwd, parts.mlp_dgrad, parts.mlp_wgrad, parts.mlp_fwd, parts.attn_bwd, c.kappa, ph[0], ph[1], ph[2], ph[3], ep.exposed + ep_bk.exposed, ep.hidden + ep_bk.hidden, ep.slowdown + ep_bk.slowdown
+                    "beside another micro-batch's layer (ep_overlap or dualpipe), four all-to-alls of a = {a} each alone, beside compute at 1/(1 + σ) of their rate, σ = {} (one beside compute busy for g ends at f(a, g) = a + σ/(1 + σ)·min(g, (1 + σ)·a)), in three phases (A_f = {}, M_d = {}, M_w = {}, M_f = {}, A_b = {}, memory-bound bytes on the attention side {side_f:.4e} of {bytes_f:.4e} forward, {side_b:.4e} of {bytes_b:.4e} backward; compute ' = stretched by κ = {} where overlapped): T₁ = max(A_f', f(a, A_f')) = {}; the forward dispatch ends at d₁ = f(a, M_d' + M_w'), the experts at E = max(M_d' + M_w', d₁) + M_f' = {}, the backward dispatch at D = s₂ + f(a, E − s₂), s₂ = max(d₁, M_d'): {}; T₃ = max(D, E) + max(A_b', f(a, A_b')) = {} → exposed min(4a, T₁ + T₃ − G − slowdown) = {}, hidden {}, slowdown {}",
+                    c.sigma, parts.attn_fwd, parts.mlp_dgrad, parts.mlp_wgrad, parts.mlp_fwd, parts.attn_bwd, c.kappa, ph[0], ph[2], ph[1], ph[3], ep.exposed + ep_bk.exposed, ep.hidden + ep_bk.hidden, ep.slowdown + ep_bk.slowdown
                 )
             } else if let Some([df, cf, cb, db]) = side {
                 let a = ep1 * 0.5;
                 format!(
-                    "the shared experts beside their own all-to-alls of a = {a} each (moe_shared_expert_overlap; bulk windows, κ = {}): exposed = max(0, a − S − κ·min(a, S)) with S = FC1 + activation {df} beside the dispatch, FC2 {cf} beside the combine forward; FC2's gradients {cb} beside the combine's, FC1's {db} beside the dispatch's backward → exposed forward {}, backward {}, hidden {}, slowdown {}",
+                    "the shared experts beside their own all-to-alls of a = {a} each alone (moe_shared_expert_overlap; bulk windows, κ = {}, the all-to-all at 1/(1 + σ) of its rate beside them, σ = {}): S' = S + κ·min((1 + σ)·a, S), exposed = min(a, max(0, a + σ/(1 + σ)·min(S', (1 + σ)·a) − S')) with S = FC1 + activation {df} beside the dispatch, FC2 {cf} beside the combine forward; FC2's gradients {cb} beside the combine's, FC1's {db} beside the dispatch's backward → exposed forward {}, backward {}, hidden {}, slowdown {}",
                     c.kappa,
+                    c.sigma,
                     ep.exposed,
                     ep_bk.exposed,
                     ep.hidden + ep_bk.hidden,
