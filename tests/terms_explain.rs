@@ -159,7 +159,7 @@ fn ep_overlap_line_shows_its_phases() {
     for part in [
         "f(a, g) = a + σ/(1 + σ)·min(g, (1 + σ)·a)",
         "T₁ = max(A_f', f(a, A_f')) = ",
-        "d₁ = f(a, M_d' + M_w')",
+        "d₁ = f(a, M_d' + M_w') = ",
         "E = max(M_d' + M_w', d₁) + M_f' = ",
         "D = s₂ + f(a, E − s₂), s₂ = max(d₁, M_d'): ",
         "T₃ = max(D, E) + max(A_b', f(a, A_b')) = ",

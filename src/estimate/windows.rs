@@ -185,8 +185,8 @@ pub fn ep_pair(a: Seconds, g: MoeParts, kappa: f64, sigma: f64) -> Overlap {
     ep_pair_phases(a, g, kappa, sigma).0
 }
 
-/// [`ep_pair`] with its phases for `--explain`: `[T₁, D, E, T₃]`.
-pub fn ep_pair_phases(a: Seconds, g: MoeParts, kappa: f64, sigma: f64) -> (Overlap, [Seconds; 4]) {
+/// [`ep_pair`] with its phases for `--explain`: `[T₁, D, E, T₃, d₁]`.
+pub fn ep_pair_phases(a: Seconds, g: MoeParts, kappa: f64, sigma: f64) -> (Overlap, [Seconds; 5]) {
     let zero = Seconds::ZERO;
     let slowed = a * (1.0 + sigma);
     let stretch = |comm: Seconds, parts: Seconds| {
@@ -225,7 +225,7 @@ pub fn ep_pair_phases(a: Seconds, g: MoeParts, kappa: f64, sigma: f64) -> (Overl
         hidden: comm - exposed,
         slowdown,
     };
-    (o, [t1, dispatch, experts, t3])
+    (o, [t1, dispatch, experts, t3, d1])
 }
 
 /// Interference of a collective whose kernels run only part of its time `T`: `κ_a = κ ·
@@ -379,7 +379,7 @@ mod tests {
         let (o, ph) = ep_pair_phases(Seconds::new(1.0), parts(0.2, 3.0, 0.2, 0.2, 0.2), 0.0, 0.5);
         let t1 = 1.0 + 0.2 / 3.0;
         let d1 = 1.0 + 0.4 / 3.0;
-        let want = [t1, d1 + 1.5, d1 + 3.0, d1 + 3.0 + t1];
+        let want = [t1, d1 + 1.5, d1 + 3.0, d1 + 3.0 + t1, d1];
         for (got, want) in ph.iter().zip(want) {
             assert!((got.get() - want).abs() < 1e-12, "{ph:?} against {want}");
         }
@@ -404,6 +404,7 @@ mod tests {
             d1 + 1.0 + 0.5 / 3.0,
             d1 + 0.5,
             d1 + 1.0 + 0.5 / 3.0 + t1,
+            d1,
         ];
         for (got, want) in ph.iter().zip(want) {
             assert!((got.get() - want).abs() < 1e-12, "{ph:?} against {want}");
