@@ -404,8 +404,9 @@ fn tracker_estimate(r: &TrackerRun) -> f64 {
 /// Each expressible row must estimate (a plan that does not fit still prints its time); the
 /// table is printed (`--nocapture`; docs/validation-modern.md, "MoE hardware playbook").
 /// Today's errors are asserted as bounds so that a change moving these rows away from
-/// their measurements fails here: the median |error| is 17.0 % and the largest 30.4 %
-/// (Qwen3-235B on 128 B200, EP 16 across two nodes); the rows are rounded (`~590`) and taken
+/// their measurements fails here: the median |error| is 17.0 % and the largest 27.5 %
+/// (Qwen3-235B on 128 B200, EP 16 across two nodes; 30.4 % before the all-to-alls beside
+/// compute took their measured slowdown σ); the rows are rounded (`~590`) and taken
 /// on older stacks than the performance summaries, so they are a check, not a target.
 #[test]
 fn moe_hardware_playbook_configurations() {
@@ -445,7 +446,7 @@ fn moe_hardware_playbook_configurations() {
         100.0 * median,
         100.0 * max
     );
-    assert!(median <= 0.175 && max <= 0.31, "{median} {max}");
+    assert!(median <= 0.175 && max <= 0.28, "{median} {max}");
 }
 
 /// The EP overlap on one shape as NVIDIA measured and profiled it: Qwen3-30B-A3B on 16 H100
@@ -465,11 +466,14 @@ fn moe_hardware_playbook_configurations() {
 ///   rate), bound [0.73, 0.79]: a 5 % change in the scale-out phase leaves it;
 /// - no idle GPU where the profile has 1.89 s (not asserted: not modelled).
 ///
-/// With the overlap the estimate hides all of its all-to-all where the profile hid 36.55 %:
-/// its gain is 5.09 s, 1.37 times the measured 3.722 s. That is asserted as today's gap,
-/// [1.0, 1.45] times the measurement (docs/validation-modern.md, "MoE hardware playbook"):
-/// what keeps Megatron-core's 1F1B overlap from hiding an all-to-all across nodes is not
-/// modelled, and a change that models it has to move this bound.
+/// With the overlap the same profile's communication kernels took 10.83 s (31 % longer):
+/// beside compute the estimate's all-to-alls run at 1/(1 + σ) of their rate, σ = 0.31
+/// (`ep_comm_slowdown`, read off these two totals), and still hide behind the paired
+/// compute, where the profile hid 36.55 %: its gain is 4.72 s, 1.27 times the measured
+/// 3.722 s (5.09 s, 1.37 times, before σ). That is asserted as today's gap, [1.0, 1.32] times
+/// the measurement (docs/validation-modern.md, "MoE hardware playbook"): what else keeps
+/// Megatron-core's 1F1B overlap from hiding an all-to-all across nodes is not modelled, and
+/// a change that models it has to move this bound.
 #[test]
 fn ep_overlap_on_16_h100_against_its_profile() {
     let rows = tracker_runs();
@@ -501,7 +505,7 @@ fn ep_overlap_on_16_h100_against_its_profile() {
     );
     let gain = v["iteration_time_s"].as_f64().unwrap() - tracker_estimate(on);
     assert!(
-        (1.0..=1.45).contains(&(gain / measured)),
+        (1.0..=1.32).contains(&(gain / measured)),
         "estimated gain {gain:.3} s against the measured {measured:.3} s"
     );
 }
