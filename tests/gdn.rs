@@ -44,7 +44,14 @@ fn cp2() -> (Value, String) {
 /// `model` on 4 GPUs of `system` (TP 1, EP 4, one 4096-token micro-batch per rank), with
 /// `extra` flags; the plan need not fit (its time and memory are still computed).
 fn small(model: &str, system: &str, extra: &[&str]) -> Value {
-    let mut a = vec![
+    let mut a = small_args(model, system);
+    a.extend_from_slice(extra);
+    common::computed_json(&a)
+}
+
+/// The command of [`small`] without its extra flags.
+fn small_args<'a>(model: &'a str, system: &'a str) -> Vec<&'a str> {
+    vec![
         "estimate",
         "--model",
         model,
@@ -62,9 +69,7 @@ fn small(model: &str, system: &str, extra: &[&str]) -> Value {
         "1",
         "--global-batch",
         "4",
-    ];
-    a.extend_from_slice(extra);
-    common::computed_json(&a)
+    ]
 }
 
 /// Qwen3-Next's model file with `from` replaced by `to`, written to a directory of its own
@@ -483,29 +488,9 @@ fn host_operations_by_hand() {
 #[test]
 fn delta_rule_scales_with_head_size() {
     let (dir, wide) = variant("dk256", "key_head_dim = 128", "key_head_dim = 256");
-    let out = bin()
-        .args([
-            "estimate",
-            "--model",
-            wide.to_str().unwrap(),
-            "--system",
-            "dgx-h100",
-            "--gpus",
-            "4",
-            "--ep",
-            "4",
-            "--etp",
-            "1",
-            "--seq-len",
-            "4096",
-            "--micro-batch",
-            "1",
-            "--global-batch",
-            "4",
-            "--explain",
-        ])
-        .output()
-        .unwrap();
+    let mut args = small_args(wide.to_str().unwrap(), "dgx-h100");
+    args.push("--explain");
+    let out = bin().args(&args).output().unwrap();
     let text = String::from_utf8_lossy(&out.stdout).to_string();
     let l = line(&text, "gated delta rule");
     let r = (3.0 * 64.0 * 256.0 + 2.0 * 64.0 * 128.0 + 3.0 * 256.0 * 128.0 + 4096.0 / 3.0)
