@@ -522,17 +522,14 @@ fn the_time_table_shares_and_rows() {
         "{text}"
     );
     assert!(cells(&text, "EP communication").is_none(), "{text}");
-    // A class the overlap hides whole still has its row: Qwen3-30B-A3B on 16 H100, EP 16
-    // with the EP overlap, nothing of the all-to-alls exposed.
-    let (text, j) = run(
-        "--model qwen3-30b-a3b --system dgx-h100 --gpus 16 --ep 16 --etp 1 --seq-len 4096 \
-         --global-batch 1024 --precision bf16 --ep-dispatch hierarchical --ep-overlap true \
-         --cuda-graphs moe_router,moe_preprocess",
-    );
-    let ep = &j["time_breakdown"]["communication"]["ep"];
-    assert_eq!(ep["exposed_s"].as_f64().unwrap(), 0.0);
-    assert!(ep["hidden_s"].as_f64().unwrap() > 0.0);
-    let row = cells(&text, "EP communication (exposed)").expect("an EP row");
+    // A class its window hides whole still has its row: Llama 3 8B on 8 B200, CP 2 at
+    // sequence 32768, the ring's transfers all under the attention blocks.
+    let (text, j) =
+        run("--model llama3-8b --system dgx-b200 --gpus 8 --cp 2 --seq-len 32768 --global-batch 8");
+    let cp = &j["time_breakdown"]["communication"]["cp"];
+    assert_eq!(cp["exposed_s"].as_f64().unwrap(), 0.0);
+    assert!(cp["hidden_s"].as_f64().unwrap() > 0.0);
+    let row = cells(&text, "CP communication (exposed)").expect("a CP row");
     assert_eq!(row[2], "0 s", "{row:?}");
     // Components that take no time keep their rows (only the host-bound row hides at 0).
     let time = text.split("\ntime\n").nth(1).expect("a time table");

@@ -330,30 +330,44 @@ fn ep_dispatch_is_the_ranks_share_of_tokens() {
     approx::assert_relative_eq!(ep(&etp2, "exposed_s"), want, max_relative = 1e-3);
 }
 
-/// `--ep-overlap` (Megatron-core's 1F1B all-to-all overlap): the 61.59 ms of all-to-alls
-/// hide behind the other micro-batch's forward + backward compute (larger here). Beside
-/// compute they take 1 + σ = 1.31 times as long (the device default `ep_comm_slowdown`),
-/// still shorter than every part they are paired with, and the compute they overlap is
-/// stretched by κ = 0.189 (Lee et al. 2025) for that long: interference grows by
-/// 0.189 × 1.31 × 61.59 ms = 15.25 ms.
+/// `--ep-overlap` (Megatron-core's 1F1B all-to-all overlap): each micro-batch's 61.59 ms
+/// of all-to-alls hide behind the other micro-batch's forward + backward compute (larger
+/// here). Beside compute they take 1 + σ = 1.31 times as long (the device default
+/// `ep_comm_slowdown`), still shorter than every part they are paired with, and the
+/// compute they overlap is stretched by κ = 0.189 (Lee et al. 2025) for that long.
+///
+/// Without a pipeline the first forward and the last backward run alone
+/// (`combined_1f1b_schedule_for_no_pipelining`): of m = 4 micro-batches one micro-batch's
+/// worth, 61.59 ms, stays exposed and 3 × 61.59 = 184.77 ms hide; interference grows by
+/// 0.189 × 1.31 × 184.77 ms = 45.75 ms. With one micro-batch nothing pairs and the overlap
+/// changes nothing.
 ///
 /// A full-iteration CUDA graph keeps the host out of it (at micro-batch 1 the eager layer
 /// is host-bound, and the time the all-to-alls free would wait for the host instead).
 #[test]
 fn ep_overlap_hides_the_all_to_alls_behind_compute() {
-    let off = qwen(&cli("--tp 1 --ep 8 --global-batch 8 --cuda-graphs full"));
-    let on = qwen(&cli(
-        "--tp 1 --ep 8 --global-batch 8 --ep-overlap --cuda-graphs full",
-    ));
-    let total = ep(&off, "exposed_s");
-    assert_eq!(ep(&on, "exposed_s"), 0.0);
-    approx::assert_relative_eq!(ep(&on, "hidden_s"), total, max_relative = 1e-9);
+    let run = |gb: &'static str, overlap: bool| {
+        let mut a = cli("--tp 1 --ep 8 --cuda-graphs full --global-batch");
+        a.push(gb);
+        if overlap {
+            a.push("--ep-overlap");
+        }
+        qwen(&a)
+    };
+    let (off, on) = (run("32", false), run("32", true));
+    let per_mb = 0.061_59;
+    approx::assert_relative_eq!(ep(&off, "exposed_s"), 4.0 * per_mb, max_relative = 1e-3);
+    approx::assert_relative_eq!(ep(&on, "exposed_s"), per_mb, max_relative = 1e-3);
+    approx::assert_relative_eq!(ep(&on, "hidden_s"), 3.0 * per_mb, max_relative = 1e-3);
     let slow = |v: &serde_json::Value| v["time_breakdown"]["interference_s"].as_f64().unwrap();
-    approx::assert_relative_eq!(total, 0.061_59, max_relative = 1e-3);
+    let hidden = ep(&on, "hidden_s");
     let k = 0.189 * 1.31;
-    approx::assert_relative_eq!(slow(&on) - slow(&off), k * total, max_relative = 1e-6);
+    approx::assert_relative_eq!(slow(&on) - slow(&off), k * hidden, max_relative = 1e-6);
     let t = |v: &serde_json::Value| v["iteration_time_s"].as_f64().unwrap();
-    approx::assert_relative_eq!(t(&off) - t(&on), (1.0 - k) * total, max_relative = 1e-6);
+    approx::assert_relative_eq!(t(&off) - t(&on), (1.0 - k) * hidden, max_relative = 1e-6);
+    let (off1, on1) = (run("8", false), run("8", true));
+    approx::assert_relative_eq!(t(&on1), t(&off1), max_relative = 1e-9);
+    assert_eq!(ep(&on1, "hidden_s"), 0.0);
 }
 
 /// The issue's acceptance plans: Llama 3 70B on 256 GB200 (4 NVLink domains of 64), an
@@ -2174,4 +2188,32 @@ fn sweep_takes_the_shared_expert_overlap() {
     );
     let best = |v: &serde_json::Value| v["top"][0]["iteration_time_s"].as_f64().unwrap();
     assert!(best(&over) <= best(&plain));
+}
+
+/// With a pipeline the EP overlap pairs passes only after the interleaved schedule's
+/// warm-up: Megatron-core's `get_pp_rank_microbatches` gives pipeline rank 0
+/// `2·(p − 1) + (v − 1)·p` warm-up forwards (its micro-batch group of `p`) plus the one the
+/// overlap adds, each one model chunk, and as many cool-down backwards, all alone. On
+/// PP 2 × VP 2 that is W = 2 + 2 + 1 = 5 chunks, 5/2 micro-batches' worth of each
+/// direction: of m micro-batches `m − 5/2` hide their all-to-alls (H per micro-batch),
+/// so hidden(8) / (hidden(16) − hidden(8)) = 5.5/8. With m = 2 there are only
+/// m·v = 4 chunks, all in the warm-up: nothing hides.
+#[test]
+fn ep_overlap_leaves_the_pipeline_warm_up_alone() {
+    let hidden = |gb: &'static str| {
+        let mut a = cli(
+            "estimate --model qwen3-30b-a3b --system dgx-b200 --gpus 16 --pp 2 \
+             --virtual-stages 2 --ep 8 --etp 1 --seq-len 4096 --cuda-graphs full \
+             --ep-overlap --global-batch",
+        );
+        a.push(gb);
+        let v = estimate_json(&a);
+        v["time_breakdown"]["communication"]["ep"]["hidden_s"]
+            .as_f64()
+            .unwrap()
+    };
+    let (h8, h16) = (hidden("64"), hidden("128"));
+    assert!(h8 > 0.0);
+    approx::assert_relative_eq!(h8 / (h16 - h8), 5.5 / 8.0, max_relative = 1e-9);
+    assert_eq!(hidden("16"), 0.0);
 }

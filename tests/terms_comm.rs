@@ -520,15 +520,16 @@ fn tp_backward_windows_by_hand() {
 /// With the EP overlap each layer's all-to-all time is split evenly between its forward and
 /// backward windows (`layer::ep_window`), and full recomputation runs the forward again,
 /// all-to-alls included: EP bytes and hidden time are 3/2 of the plan without it
-/// (Qwen3-30B-A3B on one DGX B200, EP 8, overlapped, sequence 4096, one micro-batch per
-/// rank).
+/// (Qwen3-30B-A3B on one DGX B200, EP 8, overlapped, sequence 4096, two micro-batches per
+/// rank: one pair, and the first forward and last backward alone, the latter with its
+/// recomputed forward, `ep_lone`: hidden `2·2h − 2h` without and `2·3h − 3h` with).
 #[test]
 fn full_recomputation_repeats_the_forward_all_to_alls() {
     let ep = |recompute: &str| {
         comm_of(
             &format!(
                 "--model qwen3-30b-a3b --system dgx-b200 --gpus 8 --ep 8 --seq-len 4096 \
-                 --global-batch 8 --ep-overlap true --recompute {recompute}"
+                 --global-batch 16 --ep-overlap true --recompute {recompute}"
             ),
             "ep",
         )

@@ -63,6 +63,9 @@ struct Pass {
     ep: Seconds,
     /// EP all-to-all hidden under another micro-batch's compute (`ep_overlap`).
     ep_hidden: Seconds,
+    /// The part of `slow` that the EP all-to-alls cause (beside the paired pass, or the
+    /// shared experts): what a pass run alone does not pay ([`ep_lone`]).
+    ep_slow: Seconds,
     /// Bytes of that communication.
     ep_bytes: f64,
     /// CP communication exposed.
@@ -99,6 +102,7 @@ impl Pass {
             tp_bytes: self.tp_bytes + o.tp_bytes * k,
             ep: self.ep + o.ep * k,
             ep_hidden: self.ep_hidden + o.ep_hidden * k,
+            ep_slow: self.ep_slow + o.ep_slow * k,
             ep_bytes: self.ep_bytes + o.ep_bytes * k,
             cp: self.cp + o.cp * k,
             cp_hidden: self.cp_hidden + o.cp_hidden * k,
@@ -469,6 +473,11 @@ pub(super) fn evaluate<T: Trace>(
         hidden: (worst.fwd.cp_hidden + worst.bwd.cp_hidden + worst.rec.cp_hidden) * mb,
         bytes: Bytes::new((worst.fwd.cp_bytes + worst.bwd.cp_bytes + worst.rec.cp_bytes) * mb),
     };
+    let lone = ep_lone(&c, &worst, tr);
+    let ep = &mut times.comm[CommClass::Ep as usize];
+    ep.exposed += lone.hidden;
+    ep.hidden = ep.hidden - lone.hidden;
+    times.interference = times.interference - lone.slow;
     let params = stage_params(m, plan);
     // With LoRA only the adapters of the largest stage train (gradients, optimizer, DP).
     let trainable = if plan.lora_rank > 0 {
@@ -521,7 +530,7 @@ pub(super) fn evaluate<T: Trace>(
     if let Some(x) = &off {
         memory = offload::memory(&c, &sys.tiers, x, &times.offload, memory);
     }
-    explain_summary(&c, st.total, st.slow, &times, &metrics, &memory, tr);
+    explain_summary(&c, (st.total, st.slow), lone, &times, &metrics, &memory, tr);
     explain_weights(&c, params, &memory, tr);
     let groups = [&place.tp, &place.ep, &place.dp, &place.pp].map(GroupDims::from);
     Ok(Estimate {
@@ -793,6 +802,86 @@ fn share_dims(a: &crate::parallel::Span, b: &crate::parallel::Span) -> bool {
 
 /// Pipeline transfers (windows: fill and drain exposed, steady state beside the stage's
 /// compute) and the tied-embedding synchronisation, into `times`.
+/// What the EP overlap's passes run alone add to the iteration ([`ep_lone`]).
+#[derive(Clone, Copy, Debug, Default)]
+struct Lone {
+    /// Micro-batch chunk passes of each direction run alone on pipeline rank 0, `W`.
+    passes: f64,
+    /// The all-to-all those passes expose that the paired passes hid.
+    hidden: Seconds,
+    /// The interference the pairing charged those passes and they do not pay.
+    slow: Seconds,
+}
+
+/// Megatron-core's 1F1B all-to-all overlap pairs one micro-batch's forward with another's
+/// backward only in the steady state; the forwards before the first pair and the
+/// backwards after the last run alone, their all-to-alls exposed:
+///
+/// - without a pipeline one forward and one backward ("the forward step for the first
+///   microbatch is executed alone, no a2a overlapping", and the last backward;
+///   `combined_1f1b_schedule_for_no_pipelining`, megatron/core/pipeline_parallel/
+///   combined_1f1b.py at d98e8a64dd);
+/// - with one, the interleaved schedule's warm-up forwards and as many cool-down
+///   backwards, one model chunk each, on pipeline rank 0
+///   `W = min(m·v, 2·(p − 1) + (v − 1)·p + 1)`: the warm-up of
+///   `get_pp_rank_microbatches` (schedules.py) with its micro-batch group of `p` and the
+///   one extra forward the overlap schedules "to ensure the forward and backward
+///   computations are independent in all 1f1b steps" (Megatron-core requires virtual
+///   stages for the overlap with a pipeline).
+///
+/// A chunk is `1/v` of the stage, so the iteration gains
+/// `(W/v)·(H_f − S_f + H_b − S_b)`, with `H` the all-to-all the stage's pass hides per
+/// micro-batch and `S` the interference its pairing charges (`Pass::ep_hidden`,
+/// `Pass::ep_slow`); a lone backward's recomputed forward (full recomputation) adds its
+/// own `H_r − S_r`. With one micro-batch nothing pairs: the overlap then hides nothing.
+/// DualPipe's own ends are in its bubble ([`pipeline`]).
+fn ep_lone<T: Trace>(c: &Ctx, worst: &Block, tr: &mut T) -> Lone {
+    let plan = c.plan;
+    if !plan.ep_overlap || plan.schedule == crate::parallel::Schedule::DualPipe {
+        return Lone::default();
+    }
+    let (p, v) = (plan.pp as f64, plan.v as f64);
+    let n = plan.micro_batches as f64 * v;
+    let w = if plan.pp == 1 {
+        1.0
+    } else {
+        n.min(2.0 * (p - 1.0) + (v - 1.0) * p + 1.0)
+    };
+    let k = w / v;
+    let hidden = (worst.fwd.ep_hidden + worst.bwd.ep_hidden + worst.rec.ep_hidden) * k;
+    let slow = (worst.fwd.ep_slow + worst.bwd.ep_slow + worst.rec.ep_slow) * k;
+    tr.line(|| {
+        format!(
+            "EP overlap's lone passes: W = {} forward and backward chunk passes alone on pipeline rank 0 ({}), 1/v = 1/{} of the stage each: (W/v)·(H_f − S_f + H_b − S_b) = {w}/{v}·(({} − {}) + ({} − {})) = {}{}",
+            w,
+            if plan.pp == 1 {
+                "no pipeline: the first forward and the last backward".to_string()
+            } else {
+                format!("min(m·v, 2·(p − 1) + (v − 1)·p + 1) = min({n}, {})", 2.0 * (p - 1.0) + (v - 1.0) * p + 1.0)
+            },
+            v,
+            worst.fwd.ep_hidden,
+            worst.fwd.ep_slow,
+            worst.bwd.ep_hidden,
+            worst.bwd.ep_slow,
+            hidden - slow,
+            if worst.rec.ep_hidden > Seconds::ZERO {
+                format!(
+                    " (the backward's recomputed forward with it: H_r − S_r = {} − {})",
+                    worst.rec.ep_hidden, worst.rec.ep_slow
+                )
+            } else {
+                String::new()
+            }
+        )
+    });
+    Lone {
+        passes: w,
+        hidden,
+        slow,
+    }
+}
+
 fn pipeline_comm<T: Trace>(c: &Ctx, stage: Seconds, times: &mut Times, tr: &mut T) -> Result<()> {
     let plan = c.plan;
     let (hop, hop_bytes) = pp_hop(c)?;
@@ -1102,8 +1191,8 @@ fn explain_weights<T: Trace>(c: &Ctx, params: f64, mem: &Memory, tr: &mut T) {
 
 fn explain_summary<T: Trace>(
     c: &Ctx,
-    stage: Seconds,
-    stage_slow: Seconds,
+    (stage, stage_slow): (Seconds, Seconds),
+    lone: Lone,
     t: &Times,
     x: &super::Metrics,
     mem: &Memory,
@@ -1112,15 +1201,17 @@ fn explain_summary<T: Trace>(
     let (plan, m) = (c.plan, c.m);
     tr.line(|| {
         format!(
-            "iteration = m·T_stage + bubble + optimizer + exposed PP + exposed DP + DP/PP interference{} = {}·{stage} + {} + {} + {} + {} + {}{} = {}",
+            "iteration = m·T_stage + bubble + optimizer + exposed PP + exposed DP + DP/PP interference{}{} = {}·{stage} + {} + {} + {} + {} + {}{}{} = {}",
             if plan.offload.any() { " + exposed offload" } else { "" },
+            if lone.passes > 0.0 { " + EP overlap's lone passes" } else { "" },
             plan.micro_batches,
             t.bubble,
             t.optimizer,
             t.comm[CommClass::Pp as usize].exposed,
             t.comm[CommClass::Dp as usize].exposed,
-            t.interference - stage_slow * plan.micro_batches as f64,
+            t.interference + lone.slow - stage_slow * plan.micro_batches as f64,
             if plan.offload.any() { format!(" + {}", t.offload.exposed()) } else { String::new() },
+            if lone.passes > 0.0 { format!(" + {}", lone.hidden - lone.slow) } else { String::new() },
             t.total
         )
     });
