@@ -404,9 +404,10 @@ fn tracker_estimate(r: &TrackerRun) -> f64 {
 /// Each expressible row must estimate (a plan that does not fit still prints its time); the
 /// table is printed (`--nocapture`; docs/validation-modern.md, "MoE hardware playbook").
 /// Today's errors are asserted as bounds so that a change moving these rows away from
-/// their measurements fails here: the median |error| is 17.0 % and the largest 27.5 %
-/// (Qwen3-235B on 128 B200, EP 16 across two nodes; 30.4 % before the all-to-alls beside
-/// compute took their measured slowdown σ); the rows are rounded (`~590`) and taken
+/// their measurements fails here: the median |error| is 17.0 % and the largest 25.7 %
+/// (Qwen3-235B on 128 B200, EP 16 across two nodes; 27.5 % before the EP overlap's first
+/// forward and last backward ran alone, 30.4 % before the all-to-alls beside compute took
+/// their measured slowdown σ); the rows are rounded (`~590`) and taken
 /// on older stacks than the performance summaries, so they are a check, not a target.
 #[test]
 fn moe_hardware_playbook_configurations() {
@@ -446,7 +447,7 @@ fn moe_hardware_playbook_configurations() {
         100.0 * median,
         100.0 * max
     );
-    assert!(median <= 0.175 && max <= 0.28, "{median} {max}");
+    assert!(median <= 0.175 && max <= 0.26, "{median} {max}");
 }
 
 /// The EP overlap on one shape as NVIDIA measured and profiled it: Qwen3-30B-A3B on 16 H100
@@ -469,8 +470,9 @@ fn moe_hardware_playbook_configurations() {
 /// With the overlap the same profile's communication kernels took 10.83 s (31 % longer):
 /// beside compute the estimate's all-to-alls run at 1/(1 + σ) of their rate, σ = 0.31
 /// (`ep_comm_slowdown`, read off these two totals), and still hide behind the paired
-/// compute, where the profile hid 36.55 %: its gain is 4.72 s, 1.27 times the measured
-/// 3.722 s (5.09 s, 1.37 times, before σ). That is asserted as today's gap, [1.0, 1.32] times
+/// compute, where the profile hid 36.55 %: its gain is 4.65 s, 1.25 times the measured
+/// 3.722 s (4.72 s before the first forward and last backward of its 64 micro-batches ran
+/// alone, `ep_lone`; 5.09 s, 1.37 times, before σ). That is asserted as today's gap, [1.0, 1.28] times
 /// the measurement (docs/validation-modern.md, "MoE hardware playbook"): what else keeps
 /// Megatron-core's 1F1B overlap from hiding an all-to-all across nodes is not modelled, and
 /// a change that models it has to move this bound.
@@ -505,7 +507,7 @@ fn ep_overlap_on_16_h100_against_its_profile() {
     );
     let gain = v["iteration_time_s"].as_f64().unwrap() - tracker_estimate(on);
     assert!(
-        (1.0..=1.32).contains(&(gain / measured)),
+        (1.0..=1.28).contains(&(gain / measured)),
         "estimated gain {gain:.3} s against the measured {measured:.3} s"
     );
 }
