@@ -279,3 +279,73 @@ fn explain_lists_only_real_gemms_and_finite_numbers() {
         assert_eq!(count("MoE permute + unpermute"), permute, "{model}");
     }
 }
+
+/// The EP overlap's lone passes: the line gives `W` by its rule (no pipeline: 1; PP 2 ×
+/// VP 2 with 16 micro-batches: min(32, 2·1 + 1·2 + 1) = 5) and the sum
+/// `(W/v)·((H_f − S_f) + (H_b − S_b))` from its own printed numbers, and the iteration line
+/// adds it.
+#[test]
+fn ep_lone_line_shows_its_passes_and_sum() {
+    let line = |extra: &str| {
+        let base = "estimate --model qwen3-30b-a3b --system dgx-b200 --seq-len 4096 --ep 8 --etp 1 --cuda-graphs full --ep-overlap --explain";
+        let args: Vec<&str> = base.split(' ').chain(extra.split(' ')).collect();
+        let out = text(&args);
+        let lone = out
+            .lines()
+            .find(|l| l.contains("EP overlap's lone passes"))
+            .unwrap_or_else(|| panic!("no lone-pass line in\n{out}"))
+            .to_string();
+        let iteration = out
+            .lines()
+            .find(|l| l.contains("iteration = m·T_stage"))
+            .unwrap()
+            .to_string();
+        (lone, iteration)
+    };
+    let check = |lone: &str, w: f64, v: f64| {
+        let terms = lone.split("·((").nth(1).unwrap();
+        let terms = terms.split(")) = ").next().unwrap();
+        let t: Vec<f64> = terms
+            .split([' ', '(', ')'])
+            .filter(|s| !s.is_empty() && *s != "−" && *s != "+")
+            .collect::<Vec<_>>()
+            .chunks(2)
+            .map(|p| common::micros(&format!("x = {} {}", p[0], p[1]), "x = "))
+            .collect();
+        assert_eq!(t.len(), 4, "{lone}");
+        let want = w / v * ((t[0] - t[1]) + (t[2] - t[3]));
+        let got = common::micros(
+            &format!("x = {}", lone.split(")) = ").nth(1).unwrap()),
+            "x = ",
+        );
+        assert!(
+            (got / want - 1.0).abs() < 2e-3,
+            "{got} µs by hand {want}: {lone}"
+        );
+        got
+    };
+    let (lone, iteration) = line("--gpus 8 --global-batch 32");
+    assert!(lone.contains("W = 1 forward and backward"), "{lone}");
+    assert!(lone.contains("no pipeline: the first forward and the last backward"));
+    let sum = check(&lone, 1.0, 1.0);
+    assert!(
+        iteration.contains("+ EP overlap's lone passes"),
+        "{iteration}"
+    );
+    // "… = m·T + … + Δ = T": the last term before the total is the lone passes' sum.
+    let terms = iteration.rsplit(" = ").nth(1).unwrap();
+    let last = terms.rsplit(" + ").next().unwrap();
+    let printed = common::micros(&format!("x = {last}"), "x = ");
+    assert!(
+        (printed / sum - 1.0).abs() < 1e-3,
+        "{printed} vs {sum}: {iteration}"
+    );
+    assert!(sum > 0.0);
+    let (lone, _) = line("--gpus 16 --pp 2 --virtual-stages 2 --global-batch 128");
+    assert!(
+        lone.contains("min(m·v, 2·(p − 1) + (v − 1)·p + 1) = min(32, 5)"),
+        "{lone}"
+    );
+    assert!(lone.contains("W = 5 forward"), "{lone}");
+    check(&lone, 5.0, 2.0);
+}
