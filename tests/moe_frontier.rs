@@ -2197,23 +2197,26 @@ fn sweep_takes_the_shared_expert_overlap() {
 /// PP 2 × VP 2 that is W = 2 + 2 + 1 = 5 chunks, 5/2 micro-batches' worth of each
 /// direction: of m micro-batches `m − 5/2` hide their all-to-alls (H per micro-batch),
 /// so hidden(8) / (hidden(16) − hidden(8)) = 5.5/8. With m = 2 there are only
-/// m·v = 4 chunks, all in the warm-up: nothing hides.
+/// m·v = 4 chunks, all in the warm-up: nothing hides. On PP 4 × VP 2 (32 GPUs),
+/// W = 2·3 + 1·4 + 1 = 11 chunks, 5.5 micro-batches' worth: hidden(16) / (hidden(32) −
+/// hidden(16)) = 10.5/16.
 #[test]
 fn ep_overlap_leaves_the_pipeline_warm_up_alone() {
-    let hidden = |gb: &'static str| {
+    let hidden = |gpus: &'static str, pp: &'static str, gb: &'static str| {
         let mut a = cli(
-            "estimate --model qwen3-30b-a3b --system dgx-b200 --gpus 16 --pp 2 \
-             --virtual-stages 2 --ep 8 --etp 1 --seq-len 4096 --cuda-graphs full \
-             --ep-overlap --global-batch",
+            "estimate --model qwen3-30b-a3b --system dgx-b200 --virtual-stages 2 --ep 8 \
+             --etp 1 --seq-len 4096 --cuda-graphs full --ep-overlap",
         );
-        a.push(gb);
+        a.extend(["--gpus", gpus, "--pp", pp, "--global-batch", gb]);
         let v = estimate_json(&a);
         v["time_breakdown"]["communication"]["ep"]["hidden_s"]
             .as_f64()
             .unwrap()
     };
-    let (h8, h16) = (hidden("64"), hidden("128"));
+    let (h8, h16) = (hidden("16", "2", "64"), hidden("16", "2", "128"));
     assert!(h8 > 0.0);
     approx::assert_relative_eq!(h8 / (h16 - h8), 5.5 / 8.0, max_relative = 1e-9);
-    assert_eq!(hidden("16"), 0.0);
+    assert_eq!(hidden("16", "2", "16"), 0.0);
+    let (h16, h32) = (hidden("32", "4", "128"), hidden("32", "4", "256"));
+    approx::assert_relative_eq!(h16 / (h32 - h16), 10.5 / 16.0, max_relative = 1e-9);
 }
