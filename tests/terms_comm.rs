@@ -540,6 +540,23 @@ fn full_recomputation_repeats_the_forward_all_to_alls() {
         assert!(a > 0.0, "{k}");
         assert!((b / a - 1.5).abs() < 1e-12, "{k}: {b} vs 1.5·{a}");
     }
+    // The interference the pairing charges goes the same way (`2·3s − 3s` against
+    // `2·2s − 2s`): with the DP window unoverlapped and no TP it is the EP pairing's alone.
+    let interference = |recompute: &str| {
+        let v = common::json(
+            &format!(
+                "estimate --model qwen3-30b-a3b --system dgx-b200 --gpus 8 --ep 8 \
+                 --seq-len 4096 --global-batch 16 --ep-overlap true --dp-overlap false \
+                 --recompute {recompute}"
+            )
+            .split_whitespace()
+            .collect::<Vec<_>>(),
+        );
+        v["time_breakdown"]["interference_s"].as_f64().unwrap()
+    };
+    let (a, b) = (interference("none"), interference("full"));
+    assert!(a > 0.0);
+    assert!((b / a - 1.5).abs() < 1e-9, "interference {b} vs 1.5·{a}");
 }
 
 /// Each micro-batch's activation crosses every chunk boundary forward and its gradient
