@@ -873,6 +873,45 @@ impl Plan {
         Err(bad("recompute_modules", msg.to_string()))
     }
 
+    /// The EP overlap as Megatron-core allows it (`TransformerConfig.__post_init__` at
+    /// d98e8a64dd, `overlap_moe_expert_parallel_comm`): expert parallelism ("only supported
+    /// with expert model parallelism"); with a pipeline, virtual stages ("must be specified
+    /// when pipeline_model_parallel_size > 1": the combined 1F1B runs in the interleaved
+    /// schedule; DualPipe pairs its own chunks); no full recomputation ("disable full
+    /// recomputation"); at most one MTP layer; no `moe` or `mlp` CUDA-graph scope ("not
+    /// supported with overlap_moe_expert_parallel_comm"). `moe` recomputed and the
+    /// shared-expert overlap are refused by their own checks.
+    fn check_ep_overlap(&self, t: &crate::model::Transformer) -> Result<()> {
+        if !self.ep_overlap {
+            return Ok(());
+        }
+        let msg = if self.ep <= 1 {
+            "needs expert parallelism (ep > 1): Megatron-core's overlap pairs the MoE all-to-alls"
+                .to_string()
+        } else if self.pp > 1
+            && !matches!(self.schedule, Schedule::Interleaved | Schedule::DualPipe)
+        {
+            format!(
+                "with pp = {} needs virtual stages (--virtual-stages ≥ 2): Megatron-core runs the overlap in its interleaved schedule",
+                self.pp
+            )
+        } else if self.recompute == Recompute::Full {
+            "cannot run with full recomputation (Megatron-core: disable full recomputation when enabling overlap_moe_expert_parallel_comm); use --recompute selective or --recompute-modules".to_string()
+        } else if t.mtp_layers > 1 {
+            format!(
+                "runs with at most one MTP layer (Megatron-core), and this model has {}",
+                t.mtp_layers
+            )
+        } else if self.cuda_graphs != CudaGraphs::FULL
+            && (self.cuda_graphs.has(CudaGraphs::MOE) || self.cuda_graphs.has(CudaGraphs::MLP))
+        {
+            "cannot run with the moe or mlp CUDA-graph scope (Megatron-core); capture attn, moe_router and moe_preprocess, or the full iteration".to_string()
+        } else {
+            return Ok(());
+        };
+        Err(bad("ep_overlap", msg))
+    }
+
     /// The shared-expert overlap as Megatron-core allows it (`TransformerConfig.__post_init__`
     /// and `MoELayer` at d98e8a64dd): a model with shared experts; not beside the 1F1B
     /// all-to-all overlap ("disable moe_shared_expert_overlap when enabling
@@ -938,6 +977,7 @@ impl Plan {
                 }
                 self.check_recompute_modules(t)?;
                 self.check_shared_expert_overlap(t)?;
+                self.check_ep_overlap(t)?;
                 context::check(self, t)?;
                 if !t.experts.is_multiple_of(self.ep) {
                     return Err(bad(

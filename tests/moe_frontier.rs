@@ -2220,3 +2220,35 @@ fn ep_overlap_leaves_the_pipeline_warm_up_alone() {
     let (h16, h32) = (hidden("32", "4", "128"), hidden("32", "4", "256"));
     approx::assert_relative_eq!(h16 / (h32 - h16), 10.5 / 16.0, max_relative = 1e-9);
 }
+
+/// The EP overlap where Megatron-core refuses it (`TransformerConfig.__post_init__`):
+/// without expert parallelism, with a pipeline but no virtual stages, with more than one
+/// MTP layer (Nemotron 3 Super runs two), with the `moe` or `mlp` graph scope; each a usage
+/// error naming the flag and the reason. With virtual stages, or DualPipe, it runs.
+#[test]
+fn ep_overlap_is_checked() {
+    let q = "estimate --model qwen3-30b-a3b --system dgx-b200 --seq-len 4096 --etp 1 --ep-overlap";
+    let case = |extra: &str, what: &str| {
+        let line = format!("{q} {extra}");
+        let args: Vec<&str> = line.split_whitespace().collect();
+        common::usage_error(&args, what);
+        common::usage_error(&args, "ep_overlap");
+    };
+    case("--gpus 8 --ep 1 --global-batch 32", "ep > 1");
+    case(
+        "--gpus 16 --pp 2 --ep 8 --global-batch 64",
+        "needs virtual stages",
+    );
+    case(
+        "--gpus 8 --ep 8 --global-batch 32 --cuda-graphs moe",
+        "moe or mlp CUDA-graph scope",
+    );
+    let super3 = "estimate --model nemotron3-super --system gb300-nvl72 --gpus 64 --ep 64 \
+                  --etp 1 --global-batch 64 --ep-overlap";
+    common::usage_error(
+        &super3.split_whitespace().collect::<Vec<_>>(),
+        "at most one MTP layer",
+    );
+    let ok = format!("{q} --gpus 16 --pp 2 --virtual-stages 2 --ep 8 --global-batch 64");
+    common::bin().args(ok.split_whitespace()).assert().code(0);
+}

@@ -142,7 +142,7 @@ pub struct PlanFlags {
     /// Run the backward's TP collectives beside the layer's other GEMM (Megatron-LM's asynchronous tensor-parallel all-reduce, since Sept. 2021; default: true). false: they block, as in 2021 Megatron-LM (SC'21).
     #[arg(long, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true")]
     pub tp_bwd_overlap: Option<bool>,
-    /// Overlap MoE dispatch/combine all-to-alls with another micro-batch's compute (Megatron-core overlap_moe_expert_parallel_comm; default: false).
+    /// Overlap MoE dispatch/combine all-to-alls with another micro-batch's compute (Megatron-core overlap_moe_expert_parallel_comm; default: false). Needs ep > 1, virtual stages with pp > 1, no full recomputation, at most one MTP layer and no moe/mlp graph scope.
     #[arg(long, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true")]
     pub ep_overlap: Option<bool>,
     /// Run the shared experts on a side stream beside their own micro-batch's dispatch and combine all-to-alls (Megatron-core moe_shared_expert_overlap; default: false). Needs shared experts; not with --ep-overlap.

@@ -832,8 +832,9 @@ struct Lone {
 /// A chunk is `1/v` of the stage, so the iteration gains
 /// `(W/v)·(H_f − S_f + H_b − S_b)`, with `H` the all-to-all the stage's pass hides per
 /// micro-batch and `S` the interference its pairing charges (`Pass::ep_hidden`,
-/// `Pass::ep_slow`); a lone backward's recomputed forward (full recomputation) adds its
-/// own `H_r − S_r`. With one micro-batch nothing pairs: the overlap then hides nothing.
+/// `Pass::ep_slow`; Megatron-core refuses the overlap with full recomputation,
+/// `Plan::check_ep_overlap`). With one micro-batch nothing pairs: the overlap then hides
+/// nothing.
 /// DualPipe's own ends are in its bubble ([`pipeline`]).
 fn ep_lone<T: Trace>(c: &Ctx, worst: &Block, tr: &mut T) -> Lone {
     let plan = c.plan;
@@ -848,11 +849,11 @@ fn ep_lone<T: Trace>(c: &Ctx, worst: &Block, tr: &mut T) -> Lone {
         n.min(2.0 * (p - 1.0) + (v - 1.0) * p + 1.0)
     };
     let k = w / v;
-    let hidden = (worst.fwd.ep_hidden + worst.bwd.ep_hidden + worst.rec.ep_hidden) * k;
-    let slow = (worst.fwd.ep_slow + worst.bwd.ep_slow + worst.rec.ep_slow) * k;
+    let hidden = (worst.fwd.ep_hidden + worst.bwd.ep_hidden) * k;
+    let slow = (worst.fwd.ep_slow + worst.bwd.ep_slow) * k;
     tr.line(|| {
         format!(
-            "EP overlap's lone passes: W = {} forward and backward chunk passes alone on pipeline rank 0 ({}), 1/v = 1/{} of the stage each: (W/v)·(H_f − S_f + H_b − S_b) = {w}/{v}·(({} − {}) + ({} − {})) = {}{}",
+            "EP overlap's lone passes: W = {} forward and backward chunk passes alone on pipeline rank 0 ({}), 1/v = 1/{} of the stage each: (W/v)·(H_f − S_f + H_b − S_b) = {w}/{v}·(({} − {}) + ({} − {})) = {}",
             w,
             if plan.pp == 1 {
                 "no pipeline: the first forward and the last backward".to_string()
@@ -864,15 +865,7 @@ fn ep_lone<T: Trace>(c: &Ctx, worst: &Block, tr: &mut T) -> Lone {
             worst.fwd.ep_slow,
             worst.bwd.ep_hidden,
             worst.bwd.ep_slow,
-            hidden - slow,
-            if worst.rec.ep_hidden > Seconds::ZERO {
-                format!(
-                    " (the backward's recomputed forward with it: H_r − S_r = {} − {})",
-                    worst.rec.ep_hidden, worst.rec.ep_slow
-                )
-            } else {
-                String::new()
-            }
+            hidden - slow
         )
     });
     Lone {
