@@ -798,6 +798,33 @@ fn sweep_takes_the_ep_settings() {
     assert!(best(&over) <= best(&plain));
 }
 
+/// Megatron-core refuses the EP overlap with full recomputation, and so does the sweep's
+/// knob loop (`Plan::check_ep_overlap`, `Grid::decode_plan`): asked for both, a sweep ranks
+/// only plans without full recomputation, and asked for full recomputation alone it finds
+/// no plan with the overlap, where without the overlap it does.
+#[test]
+fn sweep_drops_the_ep_overlap_with_full_recomputation() {
+    let base = cli(
+        "sweep --model qwen3-30b-a3b --system dgx-b200 --gpus 8 --seq-len 4096 \
+         --global-batch 64 --top 50",
+    );
+    let run = |extra: &[&str]| json(&[&base[..], extra].concat());
+    let both = run(&["--ep-overlap", "true", "--recompute", "none,full"]);
+    let rows = both["top"].as_array().unwrap();
+    assert!(!rows.is_empty());
+    assert!(
+        rows.iter().all(|r| r["plan"]["recompute"] == "none"),
+        "{rows:?}"
+    );
+    common::bin()
+        .args([&base[..], &["--ep-overlap", "true", "--recompute", "full"]].concat())
+        .assert()
+        .failure()
+        .stderr(predicates::str::contains("no configuration is valid"));
+    let plain = run(&["--ep-overlap", "false", "--recompute", "full"]);
+    assert!(plain["valid"].as_u64().unwrap() > 0);
+}
+
 /// The explain line of a grouped GEMM ("GEMM MLP in") of Qwen3-30B-A3B (128 experts,
 /// top-8, hidden 2048, expert width 768) on one B200, BF16, sequence 4096, micro-batch 1,
 /// with `--grouped-gemm KIND` and `extra` flags.
@@ -2249,6 +2276,17 @@ fn ep_overlap_is_checked() {
         &super3.split_whitespace().collect::<Vec<_>>(),
         "at most one MTP layer",
     );
-    let ok = format!("{q} --gpus 16 --pp 2 --virtual-stages 2 --ep 8 --global-batch 64");
-    common::bin().args(ok.split_whitespace()).assert().code(0);
+    // Virtual stages with a pipeline, any schedule without one.
+    for ok in [
+        "--gpus 16 --pp 2 --virtual-stages 2 --ep 8 --global-batch 64",
+        "--gpus 8 --ep 8 --global-batch 32 --schedule 1f1b",
+    ] {
+        let line = format!("{q} {ok}");
+        common::bin().args(line.split_whitespace()).assert().code(0);
+    }
+    // One MTP layer is allowed (Qwen3-Next-80B-A3B has one).
+    let next = "estimate --model qwen3-next-80b-a3b --system gb200-nvl72 --gpus 64 --pp 2 \
+                --virtual-stages 4 --ep 32 --etp 1 --seq-len 4096 --micro-batch 2 \
+                --global-batch 256 --ep-overlap";
+    common::bin().args(next.split_whitespace()).assert().code(0);
 }
