@@ -483,6 +483,13 @@ fn check_ep(s: &PlanSpec, dp: u32) -> Result<()> {
     Ok(())
 }
 
+/// Whether full recomputation can run beside a plan's CUDA graphs: with none, or with the
+/// full-iteration graph (Megatron-core refuses it with Transformer Engine's scoped graphs).
+/// `Plan::new` refuses it otherwise; a sweep drops it.
+pub fn full_recompute_graphs(g: CudaGraphs) -> bool {
+    g == CudaGraphs::NONE || g == CudaGraphs::FULL
+}
+
 /// Whether 8-bit attention can run in a plan: Transformer Engine's fused cuDNN kernel
 /// (flash attention with the `te` kernel) inside an 8- or 4-bit recipe. `Plan::new` refuses
 /// it otherwise, naming the reason; a sweep leaves it off there.
@@ -683,6 +690,17 @@ impl Plan {
                 )
             };
             return Err(bad("fp8_attention", format!("8-bit attention {why}")));
+        }
+        if s.recompute == Recompute::Full && !full_recompute_graphs(s.cuda_graphs) {
+            // Megatron-core `TransformerConfig.__post_init__` (d98e8a64dd): with CUDA graphs,
+            // "full recompute is only supported with full iteration CUDA graph".
+            return Err(bad(
+                "recompute",
+                format!(
+                    "full recomputation runs with the full-iteration CUDA graph or none (Megatron-core: \"full recompute is only supported with full iteration CUDA graph\"), not the scopes {}; use --cuda-graphs full or none, or --recompute selective",
+                    s.cuda_graphs
+                ),
+            ));
         }
         check_ep(s, dp)?;
         if let Some(g) = s.hsdp {

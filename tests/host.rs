@@ -428,3 +428,33 @@ fn the_host_idle_of_a_stage_is_in_the_pipeline_bubble() {
     assert!(idle > 1.0, "host-bound at micro-batch 1: {idle} s");
     assert_relative_eq!(eager - captured, idle / 16.0, max_relative = 1e-9);
 }
+
+/// Full recomputation beside Transformer Engine's scoped CUDA graphs is refused, as
+/// Megatron-core refuses it ("full recompute is only supported with full iteration CUDA
+/// graph"), with no graphs or the full-iteration graph it runs; a sweep given the scoped
+/// graphs ranks no plan with full recomputation.
+#[test]
+fn full_recomputation_runs_without_scoped_graphs() {
+    let mut a = args("attn,moe_router,moe_preprocess", "1");
+    a.extend(["--recompute", "full"]);
+    common::usage_error(&a, "full iteration CUDA graph");
+    common::usage_error(&a, "recompute");
+    for g in ["none", "full"] {
+        let mut a = args(g, "1");
+        a.extend(["--recompute", "full"]);
+        common::bin().args(&a).assert().code(0);
+    }
+    let sweep = common::json(
+        &"sweep --model qwen3-30b-a3b --system dgx-b200 --gpus 8 --seq-len 4096 \
+          --global-batch 64 --cuda-graphs attn,moe_router,moe_preprocess \
+          --recompute none,full --top 50"
+            .split_whitespace()
+            .collect::<Vec<_>>(),
+    );
+    let rows = sweep["top"].as_array().unwrap();
+    assert!(!rows.is_empty());
+    assert!(
+        rows.iter().all(|r| r["plan"]["recompute"] == "none"),
+        "{rows:?}"
+    );
+}

@@ -551,8 +551,10 @@ impl Grid {
                 && p.recompute != canonical_light_recompute(&a.recompute, p.recompute))
             // ZeRO-2 with a pipeline runs in no framework (`Plan::new` refuses it).
             || (p.zero == 2 && p.pp > 1)
-            // Megatron-core's EP overlap refuses full recomputation (`Plan::check_ep_overlap`).
-            || (p.ep_overlap && p.recompute == Recompute::Full)
+            // Megatron-core's EP overlap refuses full recomputation (`Plan::check_ep_overlap`),
+            // and so do its scoped CUDA graphs (`Plan::new`).
+            || (p.recompute == Recompute::Full
+                && (p.ep_overlap || !crate::parallel::full_recompute_graphs(p.cuda_graphs)))
             // Parameter offload is a ZeRO-3 feature (`offload::check_plan`).
             || (p.offload.params.off() && p.zero != 3);
         (!redundant).then_some((p, s.system))
