@@ -774,3 +774,27 @@ fn attention_kernel_is_a_setting_of_every_plan() {
     assert_eq!(fa2["top"][0]["plan"]["attention_kernel"], "fa2");
     assert_eq!(te["top"][0]["plan"]["attention_kernel"], "te");
 }
+
+/// ZeRO-2 with a pipeline runs in no framework, so a sweep given ZeRO-2 and pipelines of 1
+/// and 2 ranks its ZeRO-2 plans without one only (`Grid::decode_plan`'s knob filter; the
+/// plan check refuses the same for an estimate).
+#[test]
+fn sweep_ranks_zero2_only_without_a_pipeline() {
+    let out = bin()
+        .args(
+            "sweep --model llama3-8b --system dgx-h100 --gpus 16 --global-batch 64 --zero 2 \
+             --pp 1,2 --top 500 --format json"
+                .split_whitespace(),
+        )
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let rows = v["top"].as_array().unwrap();
+    assert!(!rows.is_empty());
+    assert!(
+        rows.iter()
+            .all(|r| r["plan"]["zero"] == 2 && r["plan"]["pp"] == 1),
+        "{rows:?}"
+    );
+}
