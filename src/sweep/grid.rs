@@ -6,8 +6,10 @@
 //!   (thousands), so each combination is validated once up front with `Plan::new`; the
 //!   invalid ones are counted per reason and never reach the hot loop;
 //! - *knob* axes (ZeRO stage, recomputation, sequence parallel, DP/TP overlap, group
-//!   order, flash attention) never make a valid plan invalid; the hot loop decodes a knob
-//!   index (mixed radix) and sets the fields of a copy of the validated plan.
+//!   order, flash attention) rarely make a valid plan invalid; the hot loop decodes a knob
+//!   index (mixed radix) and sets the fields of a copy of the validated plan, and drops the
+//!   few combinations no framework runs (ZeRO-2 with a pipeline; full recomputation beside
+//!   the EP overlap or scoped CUDA graphs), which `Plan::new` refuses for an estimate.
 //!
 //! A knob that has no effect on a plan (sequence parallel with tp = 1, ZeRO with dp = 1,
 //! TP overlap with tp = 1, DP overlap with dp = 1, group order with fewer than two
