@@ -798,3 +798,26 @@ fn sweep_ranks_zero2_only_without_a_pipeline() {
         "{rows:?}"
     );
 }
+
+/// The hot loop's first drop reason says both what it counts: knobs with no effect and knob
+/// combinations no framework runs (here full recomputation beside scoped CUDA graphs).
+#[test]
+fn refused_knob_combinations_are_named_in_the_drops() {
+    let out = bin()
+        .args(
+            "sweep --model qwen3-30b-a3b --system dgx-b200 --gpus 8 --seq-len 4096 \
+             --global-batch 64 --cuda-graphs attn,moe_router,moe_preprocess \
+             --recompute none,full --top 1 --format json"
+                .split_whitespace(),
+        )
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let drops = v["drops"].to_string();
+    assert!(
+        drops.contains("a knob combination no framework runs")
+            && drops.contains("full recomputation beside the EP overlap or scoped CUDA graphs"),
+        "{drops}"
+    );
+}

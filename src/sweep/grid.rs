@@ -543,7 +543,8 @@ impl Grid {
             );
         p.offload = a.offload[next(a.offload.len())];
         p.sp = sp && p.tp > 1;
-        // A knob with no effect on this plan keeps only its first listed value.
+        // A knob with no effect on this plan keeps only its first listed value; a knob
+        // combination no framework runs is dropped (both counted under `HOT_REASONS[0]`).
         let groups = (p.dp > 1) as u32 + (p.pp > 1) as u32;
         let redundant = (p.tp == 1 && (sp != a.sp[0] || p.tp_overlap != a.tp_overlap[0]))
             || (p.dp == 1 && (p.zero != a.zero[0] || p.dp_overlap != a.dp_overlap[0]))

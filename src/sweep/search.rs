@@ -50,7 +50,7 @@ impl super::rank::Distinct for Hit {
 
 /// Reasons the hot loop drops a configuration, by index.
 pub const HOT_REASONS: [&str; 3] = [
-    "redundant: repeats another configuration (a knob with no effect, e.g. ZeRO with dp = 1)",
+    "redundant or refused: a knob with no effect that repeats another configuration (e.g. ZeRO with dp = 1), or a knob combination no framework runs (ZeRO-2 with a pipeline, full recomputation beside the EP overlap or scoped CUDA graphs)",
     "does not fit in device memory",
     "cannot be placed on the network",
 ];
