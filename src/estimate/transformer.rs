@@ -800,8 +800,6 @@ fn share_dims(a: &crate::parallel::Span, b: &crate::parallel::Span) -> bool {
     a.size > 1 && b.size > 1 && a.index[..a.n].iter().any(|d| b.index[..b.n].contains(d))
 }
 
-/// Pipeline transfers (windows: fill and drain exposed, steady state beside the stage's
-/// compute) and the tied-embedding synchronisation, into `times`.
 /// What the EP overlap's passes run alone add to the iteration ([`ep_lone`]).
 #[derive(Clone, Copy, Debug, Default)]
 struct Lone {
@@ -843,11 +841,8 @@ fn ep_lone<T: Trace>(c: &Ctx, worst: &Block, tr: &mut T) -> Lone {
     }
     let (p, v) = (plan.pp as f64, plan.v as f64);
     let n = plan.micro_batches as f64 * v;
-    let w = if plan.pp == 1 {
-        1.0
-    } else {
-        n.min(2.0 * (p - 1.0) + (v - 1.0) * p + 1.0)
-    };
+    let warm = 2.0 * (p - 1.0) + (v - 1.0) * p + 1.0;
+    let w = if plan.pp == 1 { 1.0 } else { n.min(warm) };
     let k = w / v;
     let hidden = (worst.fwd.ep_hidden + worst.bwd.ep_hidden) * k;
     let slow = (worst.fwd.ep_slow + worst.bwd.ep_slow) * k;
@@ -858,7 +853,7 @@ fn ep_lone<T: Trace>(c: &Ctx, worst: &Block, tr: &mut T) -> Lone {
             if plan.pp == 1 {
                 "no pipeline: the first forward and the last backward".to_string()
             } else {
-                format!("min(m·v, 2·(p − 1) + (v − 1)·p + 1) = min({n}, {})", 2.0 * (p - 1.0) + (v - 1.0) * p + 1.0)
+                format!("min(m·v, 2·(p − 1) + (v − 1)·p + 1) = min({n}, {warm})")
             },
             v,
             worst.fwd.ep_hidden,
@@ -875,6 +870,8 @@ fn ep_lone<T: Trace>(c: &Ctx, worst: &Block, tr: &mut T) -> Lone {
     }
 }
 
+/// Pipeline transfers (windows: fill and drain exposed, steady state beside the stage's
+/// compute) and the tied-embedding synchronisation, into `times`.
 fn pipeline_comm<T: Trace>(c: &Ctx, stage: Seconds, times: &mut Times, tr: &mut T) -> Result<()> {
     let plan = c.plan;
     let (hop, hop_bytes) = pp_hop(c)?;
